@@ -1,0 +1,38 @@
+"""rlm-kernel: Recursive Language Models in a Jupyter notebook.
+
+The huge input lives in the kernel as ``context``; a root model writes the
+cells that inspect it and call sub-models on its slices.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .api import RLM, RLMResult
+
+__all__ = ["RLM", "RLMResult", "__version__", "load_ipython_extension"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing the package (the kernel does at start) must not pull in litellm.
+    if name in ("RLM", "RLMResult"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(name)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext rlm_kernel``: register the ``%rlm`` / ``%%rlm`` magics."""
+    from .magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

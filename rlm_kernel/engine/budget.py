@@ -1,0 +1,147 @@
+"""Budgets and the ledger, shared by a run and all its child runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BudgetExceeded
+from .llm import Completion
+
+
+@dataclass
+class Limits:
+    """Every limit a run honours. None means unlimited."""
+
+    max_iterations: int = 30
+    max_depth: int = 1
+    max_cost: float | None = None
+    max_subcalls: int | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None  # whole run, seconds
+    cell_timeout: float | None = 600.0  # one generated cell, seconds
+    concurrency: int = 32
+    max_output_chars: int = 10_000  # per code block, shown to the root model
+
+    def validate(self) -> None:
+        from ..errors import RLMError
+
+        checks = [
+            ("max_iterations", self.max_iterations, 1),
+            ("max_depth", self.max_depth, 0),
+            ("max_subcalls", self.max_subcalls, 0),
+            ("max_tokens", self.max_tokens, 1),
+            ("concurrency", self.concurrency, 1),
+            ("max_output_chars", self.max_output_chars, 100),
+        ]
+        for name, value, lowest in checks:
+            if value is not None and (not isinstance(value, int) or value < lowest):
+                raise RLMError(f"--{name.replace('_', '-')} must be a whole number of at least {lowest}, got {value!r}.")
+        for name, value in (("max_cost", self.max_cost), ("timeout", self.timeout), ("cell_timeout", self.cell_timeout)):
+            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                raise RLMError(f"--{name.replace('_', '-')} must be a positive number, got {value!r}.")
+
+
+@dataclass
+class ModelUsage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
+        }
+
+
+@dataclass
+class Ledger:
+    """Tokens and cost per model. Cost becomes None (unknown) as soon as one
+    call of that model has no known price."""
+
+    models: dict[str, ModelUsage] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, completion: Completion) -> None:
+        with self._lock:
+            usage = self.models.setdefault(completion.model, ModelUsage())
+            usage.calls += 1
+            usage.prompt_tokens += completion.prompt_tokens
+            usage.completion_tokens += completion.completion_tokens
+            if usage.cost_usd is not None:
+                usage.cost_usd = None if completion.cost_usd is None else usage.cost_usd + completion.cost_usd
+
+    @property
+    def tokens(self) -> int:
+        with self._lock:
+            return sum(u.prompt_tokens + u.completion_tokens for u in self.models.values())
+
+    @property
+    def cost_usd(self) -> float | None:
+        with self._lock:
+            if not self.models:
+                return None
+            costs = [u.cost_usd for u in self.models.values()]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def known_cost(self) -> float:
+        with self._lock:
+            return sum(u.cost_usd or 0.0 for u in self.models.values())
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {model: usage.as_dict() for model, usage in self.models.items()}
+
+
+class Budget:
+    """Counts what a run tree has spent against its limits. Thread-safe: the
+    generated code reserves sub-calls from its own thread."""
+
+    def __init__(self, limits: Limits, ledger: Ledger | None = None) -> None:
+        self.limits = limits
+        self.ledger = ledger or Ledger()
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.timeout if limits.timeout else None
+        self.subcalls = 0
+        self._lock = threading.Lock()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def exhausted(self) -> BudgetExceeded | None:
+        """The first limit that is used up, if any."""
+        limits = self.limits
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return BudgetExceeded(f"The run's time limit of {limits.timeout:g} s was reached.", reason="timeout")
+        if limits.max_tokens is not None and self.ledger.tokens >= limits.max_tokens:
+            return BudgetExceeded(f"The token budget of {limits.max_tokens:,} tokens is used up.")
+        if limits.max_cost is not None and self.ledger.known_cost >= limits.max_cost:
+            return BudgetExceeded(f"The cost budget of ${limits.max_cost:g} is used up.")
+        return None
+
+    def check(self) -> None:
+        problem = self.exhausted()
+        if problem is not None:
+            raise problem
+
+    def reserve_subcalls(self, count: int) -> None:
+        """Claim ``count`` sub-calls or raise BudgetExceeded without claiming any."""
+        self.check()
+        with self._lock:
+            limit = self.limits.max_subcalls
+            if limit is not None and self.subcalls + count > limit:
+                left = limit - self.subcalls
+                raise BudgetExceeded(
+                    f"The sub-call budget of {limit:,} is used up ({left:,} left, {count:,} asked for)."
+                )
+            self.subcalls += count
+
+    def charge(self, completion: Completion) -> None:
+        self.ledger.record(completion)

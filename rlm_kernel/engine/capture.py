@@ -1,0 +1,258 @@
+"""Capturing what a generated cell outputs, per thread and bounded.
+
+A cell's stdout/stderr, displays, results and errors are recorded as
+nbformat outputs. Streams keep their head and a rolling tail, so a cell that
+prints gigabytes costs a bounded amount of memory; the root model gets a
+smaller head-and-tail view of the whole. With ``passthrough`` (inside a
+kernel) everything still reaches the frontend as usual, up to the same bound.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from .protocol import strip_ansi, truncate_middle
+
+_local = threading.local()
+
+
+def current() -> CellCapture | None:
+    return getattr(_local, "capture", None)
+
+
+class BoundedText:
+    """Keeps the first ``head_limit`` and last ``tail_limit`` characters of a
+    stream and counts the rest."""
+
+    def __init__(self, head_limit: int, tail_limit: int) -> None:
+        self.head_limit = head_limit
+        self.tail_limit = tail_limit
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: list[str] = []
+        self._tail_len = 0
+        self.total = 0
+
+    def write(self, text: str) -> None:
+        self.total += len(text)
+        if self._head_len < self.head_limit:
+            take = text[: self.head_limit - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+            text = text[len(take) :]
+        if text:
+            self._tail.append(text)
+            self._tail_len += len(text)
+            if self._tail_len > 2 * self.tail_limit:
+                joined = "".join(self._tail)[-self.tail_limit :]
+                self._tail = [joined]
+                self._tail_len = len(joined)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self._head_len + self._tail_len
+
+    def value(self) -> str:
+        head = "".join(self._head)
+        tail = "".join(self._tail)
+        if not self.truncated:
+            return head + tail
+        tail = tail[-self.tail_limit :]
+        omitted = self.total - len(head) - len(tail)
+        return f"{head}\n[... {omitted:,} characters omitted ...]\n{tail}"
+
+
+class CellCapture:
+    """The outputs of one cell, in order, as nbformat-shaped dicts."""
+
+    def __init__(self, *, passthrough: bool = False, max_stored_chars: int = 200_000) -> None:
+        self.passthrough = passthrough
+        self.max_stored_chars = max_stored_chars
+        self._items: list[Any] = []  # dicts, or [name, BoundedText] for streams
+        self._displays: dict[str, dict[str, Any]] = {}
+        self._forwarded = 0
+        self.suppressed = 0
+        self.execution_count: int | None = None
+        self._lock = threading.Lock()
+
+    # -- streams -------------------------------------------------------------
+    def stream(self, name: str, text: str) -> bool:
+        """Record stream text; True if it may also go to the real stream."""
+        with self._lock:
+            last = self._items[-1] if self._items else None
+            if isinstance(last, list) and last[0] == name:
+                buffer = last[1]
+            else:
+                half = self.max_stored_chars // 2
+                buffer = BoundedText(half, half)
+                self._items.append([name, buffer])
+            buffer.write(text)
+            if self._forwarded + len(text) <= self.max_stored_chars:
+                self._forwarded += len(text)
+                return self.passthrough
+            self.suppressed += len(text)
+            return False
+
+    # -- rich outputs --------------------------------------------------------
+    def display(self, data: dict[str, Any], metadata: dict[str, Any] | None = None,
+                transient: dict[str, Any] | None = None, update: bool = False) -> None:
+        display_id = (transient or {}).get("display_id")
+        with self._lock:
+            if update and display_id in self._displays:
+                self._displays[display_id]["data"] = dict(data)
+                self._displays[display_id]["metadata"] = dict(metadata or {})
+                return
+            output = {"output_type": "display_data", "data": dict(data), "metadata": dict(metadata or {})}
+            if display_id:
+                self._displays[display_id] = output
+            self._items.append(output)
+
+    def result(self, data: dict[str, Any], metadata: dict[str, Any] | None, execution_count: int | None) -> None:
+        with self._lock:
+            self._items.append({
+                "output_type": "execute_result", "data": dict(data),
+                "metadata": dict(metadata or {}), "execution_count": execution_count,
+            })
+
+    def error(self, ename: str, evalue: str, traceback: list[str]) -> None:
+        with self._lock:
+            self._items.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": list(traceback)})
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._displays.clear()
+
+    # -- reading -------------------------------------------------------------
+    def outputs(self) -> list[dict[str, Any]]:
+        result = []
+        with self._lock:
+            for item in self._items:
+                if isinstance(item, list):
+                    result.append({"output_type": "stream", "name": item[0], "text": item[1].value()})
+                else:
+                    result.append(item)
+        return result
+
+    @property
+    def error_output(self) -> dict[str, Any] | None:
+        with self._lock:
+            for item in reversed(self._items):
+                if isinstance(item, dict) and item.get("output_type") == "error":
+                    return item
+        return None
+
+    def model_view(self, limit: int) -> tuple[str, int]:
+        """(head-and-tail text for the root model, total characters)."""
+        parts: list[str] = []
+        total = 0
+        with self._lock:
+            items = list(self._items)
+        for item in items:
+            if isinstance(item, list):
+                parts.append(item[1].value())
+                total += item[1].total
+                continue
+            kind = item["output_type"]
+            if kind == "error":
+                text = _error_text(item)
+            else:
+                text = _data_text(item.get("data", {}))
+                if text and not text.endswith("\n"):
+                    text += "\n"
+            parts.append(text)
+            total += len(text)
+        text = "".join(parts)
+        return truncate_middle(text, limit, total=max(total, len(text))), total
+
+
+def _data_text(data: dict[str, Any]) -> str:
+    if "application/vnd.rlm.subcall+json" in data or "application/vnd.jupyter.widget-view+json" in data:
+        return ""  # sub-call widgets: the code already holds their results
+    if "text/plain" in data:
+        plain = data["text/plain"]
+        return "".join(plain) if isinstance(plain, list) else str(plain)
+    kinds = ", ".join(sorted(data))
+    return f"[display: {kinds}]"
+
+
+def _error_text(item: dict[str, Any]) -> str:
+    lines = strip_ansi("\n".join(item.get("traceback") or [])).splitlines()
+    if len(lines) > 30:
+        lines = lines[:5] + ["..."] + lines[-25:]
+    body = "\n".join(lines).strip()
+    head = f"{item.get('ename')}: {item.get('evalue')}"
+    return f"{body}\n" if head in body else f"{body}\n{head}\n".lstrip("\n")
+
+
+class StreamRouter:
+    """Stands in for sys.stdout / sys.stderr: text written by a thread that is
+    capturing a cell goes to that cell's capture; other text goes on as usual."""
+
+    def __init__(self, name: str, target: Any) -> None:
+        self.name = name
+        self.target = target
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        capture = current()
+        if capture is None or capture.stream(self.name, text):
+            self.target.write(text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.target.flush()
+        except Exception:
+            pass
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.target, attr)
+
+
+_install_lock = threading.Lock()
+
+
+def install_stream_routers() -> dict[str, StreamRouter]:
+    """Make sys.stdout/sys.stderr routers (wrapping whatever they are now)."""
+    routers = {}
+    with _install_lock:
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if not isinstance(stream, StreamRouter):
+                stream = StreamRouter(name, stream)
+                setattr(sys, name, stream)
+            routers[name] = stream
+    return routers
+
+
+class capturing:  # noqa: N801 - used as a context manager
+    """``with capturing(capture):`` routes this thread's output to ``capture``
+    and puts back sys.stdout/sys.stderr if the code replaced them."""
+
+    def __init__(self, capture: CellCapture) -> None:
+        self.capture = capture
+
+    def __enter__(self) -> CellCapture:
+        self._routers = install_stream_routers()
+        self._previous = current()
+        _local.capture = self.capture
+        return self.capture
+
+    def __exit__(self, *exc: object) -> None:
+        _local.capture = self._previous
+        with _install_lock:
+            for name, router in self._routers.items():
+                if getattr(sys, name) is not router:
+                    setattr(sys, name, router)
+        if self.capture.suppressed and self.capture.passthrough:
+            self._routers["stdout"].target.write(
+                f"\n[rlm: {self.capture.suppressed:,} more characters of output were not shown]\n"
+            )

@@ -1,0 +1,146 @@
+"""Threads: where the loop awaits and where generated code runs.
+
+The run loop and every model call live on one background asyncio loop (the
+*engine loop*), so all sub-calls of a run share one concurrency limit and the
+caller's thread stays free. Generated code runs on a *code thread*: for a
+root run, the thread that started it (the kernel's main thread in Jupyter,
+so the Interrupt button and widgets behave as for a human cell); for a child
+run (rlm_query), a thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import queue
+import signal
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def engine_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide engine loop, started on first use."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="rlm-engine", daemon=True).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    return asyncio.run_coroutine_threadsafe(coro, engine_loop())
+
+
+def wait_interruptibly(future: concurrent.futures.Future[T]) -> T:
+    """Block on an engine-loop future; Ctrl-C / Interrupt cancels it."""
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        raise
+
+
+class CodeThread:
+    """Runs callables on the thread that owns a run's namespace."""
+
+    thread_id: int | None = None
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        raise NotImplementedError
+
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the code running now (cell timeout)."""
+        tid = self.thread_id
+        if tid is None:
+            return
+        if tid == threading.main_thread().ident:
+            # A real signal also wakes sleeps and waits; the handler runs on the main thread.
+            signal.pthread_kill(tid, signal.SIGINT)
+        else:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt))
+
+    def close(self) -> None:
+        pass
+
+
+_STOP = object()
+
+
+class CallerThread(CodeThread):
+    """The thread that calls :meth:`serve` runs the code, until the run ends."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put((fn, future))
+        return await asyncio.wrap_future(future)
+
+    def post(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the code thread when it is next free; don't wait."""
+        self._queue.put((fn, None))
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+
+    def serve(self, on_interrupt: Callable[[], None]) -> None:
+        """Run queued callables until :meth:`close`. A KeyboardInterrupt while
+        waiting calls ``on_interrupt`` (which ends the run) and goes on serving
+        so that the run can finish writing."""
+        self.thread_id = threading.get_ident()
+        try:
+            while True:
+                try:
+                    item = self._queue.get()
+                    if item is _STOP:
+                        return
+                    fn, future = item
+                    if future is None:
+                        fn()
+                    elif future.set_running_or_notify_cancel():
+                        try:
+                            future.set_result(fn())
+                        except BaseException as error:  # noqa: BLE001 - handed to the loop
+                            future.set_exception(error)
+                except KeyboardInterrupt:
+                    on_interrupt()
+        finally:
+            self.thread_id = None
+
+
+class WorkerThread(CodeThread):
+    """A thread of its own (child runs)."""
+
+    def __init__(self, name: str) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        def call() -> T:
+            self.thread_id = threading.get_ident()
+            try:
+                return fn()
+            finally:
+                self.thread_id = None
+
+        return await asyncio.wrap_future(self._pool.submit(call))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)

@@ -1,0 +1,287 @@
+"""Every model call goes through here: litellm, our own retries (honouring
+Retry-After, backoff with jitter), clear errors, usage and cost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ModelError, redact
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+_litellm: Any = None
+
+
+def litellm_module() -> Any:
+    """Import litellm lazily: it takes seconds and ~170 MB."""
+    global _litellm
+    if _litellm is None:
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.drop_params = True
+        _litellm = litellm
+    return _litellm
+
+
+@dataclass
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_s: float
+    attempts: int
+
+
+class ModelCallError(Exception):
+    """A call failed for good (after retries, or at once for errors retrying cannot fix)."""
+
+    def __init__(self, message: str, retryable: bool, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.attempts = attempts
+
+
+@dataclass
+class ModelEndpoint:
+    """A model name plus where and how to reach it."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+
+    def call_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        key = self.api_key
+        if key is None and self.api_base and not _provider_key_present(self.model):
+            # Local OpenAI-compatible servers ignore the key, but litellm insists on one.
+            key = "no-key-needed"
+        if key is not None:
+            kwargs["api_key"] = key
+        return kwargs
+
+
+def _provider_key_present(model: str) -> bool:
+    try:
+        return bool(litellm_module().validate_environment(model=model).get("keys_in_environment"))
+    except Exception:
+        return False
+
+
+def check_endpoint(endpoint: ModelEndpoint) -> None:
+    """Fail fast, in one sentence, on an unknown model name or a missing key."""
+    litellm = litellm_module()
+    if not endpoint.model or not endpoint.model.strip():
+        raise ModelError("No model given; pass --model (or set RLM_MODEL) to a litellm model name such as openai/gpt-4o-mini.")
+    try:
+        litellm.get_llm_provider(model=endpoint.model, api_base=endpoint.api_base)
+    except Exception:
+        raise ModelError(
+            f"Unknown model {endpoint.model!r}: use a litellm model name with its provider, "
+            "e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5 or ollama/llama3."
+        ) from None
+    if endpoint.api_key or endpoint.api_base:
+        return
+    try:
+        env = litellm.validate_environment(model=endpoint.model)
+    except Exception:
+        return
+    missing = env.get("missing_keys") or []
+    if missing and not env.get("keys_in_environment"):
+        names = " and ".join(missing)
+        raise ModelError(f"Model {endpoint.model!r} needs {names}; set it in the environment (or pass --api-base for a local server).")
+
+
+class LLMClient:
+    """Async model calls with retries. One instance serves a whole run tree."""
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 4,
+        request_timeout: float = 600.0,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 30.0,
+        extra_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.max_retries = max_retries
+        self.request_timeout = request_timeout
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.extra_kwargs = extra_kwargs or {}
+
+    async def complete(
+        self,
+        endpoint: ModelEndpoint,
+        messages: list[dict[str, Any]],
+        *,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> Completion:
+        litellm = litellm_module()
+        call = {
+            **endpoint.call_kwargs(),
+            "messages": messages,
+            "timeout": self.request_timeout,
+            "max_retries": 0,
+            **self.extra_kwargs,
+            **kwargs,
+        }
+        attempt = 0
+        started = time.monotonic()
+        while True:
+            attempt += 1
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ModelCallError("the run's time limit was reached during a model call", False, attempt)
+                call["timeout"] = min(self.request_timeout, remaining)
+            try:
+                response = await litellm.acompletion(**call)
+                text = _reply_text(response)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - classified below
+                retryable, message, wait = _classify(error, endpoint)
+                if not retryable or attempt > self.max_retries:
+                    suffix = f" after {attempt} attempts" if attempt > 1 else ""
+                    raise ModelCallError(f"{message}{suffix}", retryable, attempt) from None
+                delay = wait if wait is not None else self._backoff(attempt)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise ModelCallError(f"{message} (no time left to retry)", retryable, attempt) from None
+                await asyncio.sleep(delay)
+                continue
+            usage = getattr(response, "usage", None)
+            return Completion(
+                text=text,
+                model=endpoint.model,
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                cost_usd=_cost(litellm, response, endpoint.model),
+                latency_s=time.monotonic() - started,
+                attempts=attempt,
+            )
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)  # jitter keeps a burst of retries apart
+
+
+class MalformedReply(Exception):
+    pass
+
+
+def _reply_text(response: Any) -> str:
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise MalformedReply("the provider returned no choices")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if content is None:
+        # Some servers put everything in a reasoning field or return tool calls only.
+        content = getattr(message, "reasoning_content", None) or ""
+    return content
+
+
+def _cost(litellm: Any, response: Any, model: str) -> float | None:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is not None:
+        return float(cost)
+    try:
+        return float(litellm.completion_cost(completion_response=response, model=model))
+    except Exception:
+        return None  # unknown price: never a made-up 0
+
+
+def _retry_after(error: Any) -> float | None:
+    headers: dict[str, str] = {}
+    for source in (getattr(error, "litellm_response_headers", None), getattr(getattr(error, "response", None), "headers", None)):
+        if source:
+            try:
+                headers.update({k.lower(): v for k, v in dict(source).items()})
+            except Exception:
+                pass
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _classify(error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, float | None]:
+    """(retryable, one-sentence message, server-requested wait)."""
+    litellm = litellm_module()
+    ex = litellm.exceptions
+    model = endpoint.model
+    status = getattr(error, "status_code", None)
+    detail = redact(_short(str(error)))
+    if isinstance(error, MalformedReply):
+        return True, f"model {model} sent a malformed reply ({error})", None
+    if isinstance(error, ex.AuthenticationError):
+        return False, f"the provider rejected the API key for {model}: check {_key_name(model)}", None
+    if isinstance(error, ex.RateLimitError):
+        return True, f"model {model} is rate-limited (HTTP 429)", _retry_after(error)
+    if isinstance(error, ex.ContextWindowExceededError):
+        return False, f"the prompt is too long for {model}'s context window; send a smaller slice", None
+    if isinstance(error, ex.NotFoundError):
+        return False, f"the provider has no model {model!r} (HTTP 404): {detail}", None
+    if isinstance(error, (ex.Timeout,)):
+        return True, f"model {model} timed out", None
+    if isinstance(error, ex.APIConnectionError):
+        where = f" at {endpoint.api_base}" if endpoint.api_base else ""
+        return True, f"cannot reach model {model}{where}: {detail}", None
+    if isinstance(error, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)) or (
+        isinstance(status, int) and status >= 500
+    ):
+        return True, f"model {model} had a server error (HTTP {status or '5xx'})", _retry_after(error)
+    if isinstance(error, ex.BadRequestError):
+        if "LLM Provider NOT provided" in str(error):
+            return False, f"unknown model {model!r}: use a litellm name such as openai/gpt-4o-mini", None
+        return False, f"model {model} refused the request (HTTP 400): {detail}", None
+    if isinstance(error, ex.APIError):
+        return True, f"model {model} failed: {detail}", None
+    if isinstance(error, (ValueError, KeyError, TypeError)):
+        # litellm raises these on bodies it cannot parse
+        return True, f"model {model} sent a reply that could not be parsed: {detail}", None
+    return False, f"model {model} failed: {type(error).__name__}: {detail}", None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_KEY_NAMES = {
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY", "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
+    "cohere": "COHERE_API_KEY", "azure": "AZURE_API_KEY",
+}
+
+
+def _key_name(model: str) -> str:
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return _KEY_NAMES.get(provider, f"the {provider} API key variable")
+
+
+def model_error(error: ModelCallError) -> ModelError:
+    return ModelError(str(error)[:1].upper() + str(error)[1:] + ".")

@@ -1,0 +1,112 @@
+"""What the root model is told: the system prompt and the first user message,
+which describes the context by its shape and never by its content."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+SYSTEM_PROMPT = """\
+You answer a query about an input that is far too large to read at once. \
+The input is loaded in a live Python session (a Jupyter kernel) as the variable \
+`context`. You never see it directly: you write Python that looks at it, and you \
+see what that code prints.
+
+Work in steps. In each reply, think briefly, then write code in one or more \
+fenced blocks tagged repl:
+
+```repl
+print(type(context), len(context))
+print(context[:500])
+```
+
+The blocks run in order in the same session; variables persist between steps. \
+After each step you get back the output of every block: its head and tail, with \
+its total length, so print summaries rather than whole texts.
+
+Available in the session besides `context`:
+- `llm_query(prompt, model=None) -> str`: ask a language model (the sub-model) \
+about a piece of text. It can read far more than you see in one output \
+(hundreds of thousands of characters), so hand it large slices.
+- `llm_query_batched(prompts, model=None) -> list[str]`: many llm_query calls \
+at once, concurrently, answers in the same order. A failed prompt yields a string \
+starting with "[sub-call error" in its slot; the others still succeed. Prefer \
+this to a loop of llm_query.
+- `rlm_query(prompt, model=None, context=None) -> str` and \
+`rlm_query_batched(prompts, model=None)`: hand a sub-task to a recursive copy \
+of yourself with its own session, where `context` is the prompt (or the \
+`context` you pass). Use it for sub-tasks that themselves need code.
+- `SHOW_VARS()`: list the variables you have made.
+
+A good plan: look at the structure of `context` (type, length, separators), \
+split it into chunks, use llm_query_batched on the chunks, keep the results in \
+variables, combine them with code or one more sub-call, check the result, and \
+answer.
+
+When you are done, give the answer in one of these ways:
+- `FINAL(your answer)` on its own line outside code, for a short answer;
+- `FINAL_VAR(name)` on its own line, or called in code, to answer with the \
+value of a variable you built (for long answers: it can be any size);
+- or call `FINAL(value)` inside a repl block.
+Only answer once you have checked the evidence. Do not put FINAL in a reply \
+whose code you have not yet seen run.
+"""
+
+
+def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:
+    """One paragraph on the context's type and size; no content."""
+    if isinstance(context, str):
+        text = f"`context` is a str of {len(context):,} characters."
+    elif isinstance(context, dict):
+        keys = list(context)
+        sizes = [_size(v) for v in context.values()]
+        shown = ", ".join(repr(k) for k in keys[:20])
+        more = f" and {len(keys) - 20:,} more" if len(keys) > 20 else ""
+        text = (
+            f"`context` is a dict with {len(keys):,} keys ({shown}{more}); "
+            f"its values hold {sum(sizes):,} characters in total{_spread(sizes)}."
+        )
+    elif isinstance(context, (list, tuple)):
+        sizes = [_size(item) for item in context]
+        kinds = sorted({type(item).__name__ for item in context}) or ["nothing"]
+        text = (
+            f"`context` is a {type(context).__name__} of {len(context):,} items "
+            f"({'/'.join(kinds)}), {sum(sizes):,} characters in total{_spread(sizes)}."
+        )
+    else:
+        text = f"`context` is a {type(context).__name__} of about {_size(context):,} characters when printed."
+    if sources:
+        listed = ", ".join(sources[:10]) + (f" and {len(sources) - 10:,} more" if len(sources) > 10 else "")
+        text += f" It was loaded from: {listed}."
+    return text
+
+
+def first_message(context: Any, query: str, sources: Sequence[str] | None = None) -> str:
+    return (
+        f"{describe_context(context, sources)}\n\n"
+        f"Query: {query}\n\n"
+        "Start by writing code to look at `context`; you have not seen any of it yet."
+    )
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    return len(repr(value)) if not hasattr(value, "__len__") else len(value)
+
+
+def _spread(sizes: list[int]) -> str:
+    if not sizes:
+        return ""
+    if len(sizes) <= 20:
+        return f"; item lengths: {', '.join(f'{s:,}' for s in sizes)}"
+    return (
+        f"; item lengths: min {min(sizes):,}, max {max(sizes):,}, "
+        f"mean {sum(sizes) // len(sizes):,} (first: {', '.join(f'{s:,}' for s in sizes[:10])})"
+    )

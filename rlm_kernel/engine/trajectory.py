@@ -1,0 +1,81 @@
+"""The notebook is the trajectory: building its cells and the notebook."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from .. import __version__
+
+ANSWER_PREVIEW_CHARS = 4000
+
+
+def new_cell_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _meta(run_id: str, step: int, role: str, **extra: Any) -> dict[str, Any]:
+    return {"rlm": {"run_id": run_id, "step": step, "role": role, **{k: v for k, v in extra.items() if v is not None}}}
+
+
+def query_cell(run_id: str, query: str, options: dict[str, Any]) -> NotebookNode:
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None)
+    source = f"%%rlm {flags}".rstrip() + "\n" + query
+    return nbformat.v4.new_code_cell(source, id=new_cell_id(), metadata=_meta(run_id, 0, "query"))
+
+
+def thought_cell(run_id: str, step: int, text: str, **extra: Any) -> NotebookNode:
+    return nbformat.v4.new_markdown_cell(text, id=new_cell_id(), metadata=_meta(run_id, step, "thought", **extra))
+
+
+def code_cell(run_id: str, step: int, code: str, **extra: Any) -> NotebookNode:
+    return nbformat.v4.new_code_cell(code, id=new_cell_id(), metadata=_meta(run_id, step, "code", **extra))
+
+
+def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reason: str) -> NotebookNode:
+    text = answer_text(answer)
+    if variable:
+        head = f"**Final answer** (the value of `{variable}`, {len(text):,} characters)"
+    else:
+        head = "**Final answer**"
+    body = text if len(text) <= ANSWER_PREVIEW_CHARS else (
+        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {len(text) - ANSWER_PREVIEW_CHARS:,} more characters"
+        + (f" in `{variable}`" if variable else "") + "*"
+    )
+    source = f"{head}\n\n{_quote(body)}"
+    return nbformat.v4.new_markdown_cell(
+        source, id=new_cell_id(),
+        metadata=_meta(run_id, step, "answer", answer_var=variable, answer_chars=len(text), reason=reason),
+    )
+
+
+def ended_cell(run_id: str, step: int, reason: str, error: str | None) -> NotebookNode:
+    """The closing cell of a run that ended without an answer."""
+    text = f"**Run ended without an answer** (reason: `{reason}`)"
+    if error:
+        text += f"\n\n{error}"
+    return nbformat.v4.new_markdown_cell(text, id=new_cell_id(), metadata=_meta(run_id, step, "answer", reason=reason))
+
+
+def answer_text(answer: Any) -> str:
+    if answer is None:
+        return ""
+    return answer if isinstance(answer, str) else str(answer)
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines()) or ">"
+
+
+def new_notebook(cells: list[NotebookNode], run_record: dict[str, Any]) -> NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.update({
+        "kernelspec": {"name": "rlm", "display_name": "RLM (Python 3)", "language": "python"},
+        "language_info": {"name": "python"},
+        "rlm": {"version": __version__, "runs": [run_record]},
+    })
+    nb.cells = list(cells)
+    return nb

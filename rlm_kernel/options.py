@@ -1,0 +1,71 @@
+"""The run options shared by ``%%rlm`` and ``rlm-kernel run``: one parser
+definition, so both spell and check them the same way."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .errors import RLMError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one sentence, no usage dump, no exit
+        raise RLMError(f"{self.prog}: {message[:1].upper()}{message[1:]}.")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("models")
+    group.add_argument("--model", help="root model, a litellm name (default: $RLM_MODEL)")
+    group.add_argument("--sub-model", help="model for sub-calls (default: $RLM_SUB_MODEL, else the root model)")
+    group.add_argument("--api-base", help="OpenAI-compatible base URL for both models (default: $RLM_API_BASE)")
+    group.add_argument("--sub-api-base", help="base URL for the sub-model when it differs")
+    limits = parser.add_argument_group("budgets")
+    limits.add_argument("--max-iterations", type=_positive_int, default=30, help="root steps (default 30)")
+    limits.add_argument("--max-depth", type=_positive_int, default=1, help="rlm_query recursion depth (default 1)")
+    limits.add_argument("--max-cost", type=_positive_float, help="USD for the whole run, children included")
+    limits.add_argument("--max-subcalls", type=_positive_int, help="sub-calls for the whole run")
+    limits.add_argument("--max-tokens", type=_positive_int, help="tokens (prompt + completion) for the whole run")
+    limits.add_argument("--timeout", type=_positive_float, help="seconds for the whole run")
+    limits.add_argument("--cell-timeout", type=_positive_float, default=600.0,
+                        help="seconds one generated cell may run before it is interrupted (default 600)")
+    limits.add_argument("--concurrency", type=_positive_int, default=32,
+                        help="sub-calls in flight at once, shared by the whole run (default 32)")
+    limits.add_argument("--max-output-chars", type=_positive_int, default=10_000,
+                        help="characters of each cell's output shown to the root model (default 10000)")
+
+
+def new_parser(prog: str, description: str | None = None) -> argparse.ArgumentParser:
+    return _Parser(prog=prog, description=description, add_help=True, allow_abbrev=False)
+
+
+def rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The RLM(...) keyword arguments named by parsed options."""
+    names = ("model", "sub_model", "api_base", "sub_api_base", "max_iterations", "max_depth", "max_cost",
+             "max_subcalls", "max_tokens", "timeout", "cell_timeout", "concurrency", "max_output_chars")
+    kwargs = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    if kwargs.get("max_iterations") == 0:
+        raise RLMError("--max-iterations must be at least 1.")
+    if kwargs.get("concurrency") == 0:
+        raise RLMError("--concurrency must be at least 1.")
+    return kwargs

@@ -1,0 +1,66 @@
+"""The interface between the run loop and whoever shows or stores a run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..engine.loop import Run, RunResult
+    from ..engine.subcalls import SubcallRecord
+
+
+class Sink:
+    """Receives a run's events. Every method is optional (no-op here).
+
+    Called from the engine loop, except ``cell_started`` / ``cell_finished``
+    / ``subcall`` which may also come from the thread running the code.
+    """
+
+    def run_started(self, run: Run) -> None: ...
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None: ...
+
+    def cell_started(self, run: Run, cell: NotebookNode) -> None: ...
+
+    def cell_finished(self, run: Run, cell: NotebookNode) -> None: ...
+
+    def subcall(self, run: Run, record: SubcallRecord) -> None: ...
+
+    def status(self, run: Run, status: dict[str, Any]) -> None: ...
+
+    def run_ended(self, run: Run, result: RunResult) -> None: ...
+
+
+class MultiSink(Sink):
+    def __init__(self, *sinks: Sink) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+
+    def run_started(self, run: Run) -> None:
+        for sink in self.sinks:
+            sink.run_started(run)
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        for sink in self.sinks:
+            sink.cell_added(run, cell, after)
+
+    def cell_started(self, run: Run, cell: NotebookNode) -> None:
+        for sink in self.sinks:
+            sink.cell_started(run, cell)
+
+    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+        for sink in self.sinks:
+            sink.cell_finished(run, cell)
+
+    def subcall(self, run: Run, record: SubcallRecord) -> None:
+        for sink in self.sinks:
+            sink.subcall(run, record)
+
+    def status(self, run: Run, status: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink.status(run, status)
+
+    def run_ended(self, run: Run, result: RunResult) -> None:
+        for sink in self.sinks:
+            sink.run_ended(run, result)

@@ -1,0 +1,90 @@
+"""Shows a run inside the ``%%rlm`` cell's own output: each thought, each
+code cell (its outputs follow as they are produced), a status line, and the
+answer. This is what a frontend without the labextension shows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import Sink
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..engine.dispatch import CallerThread
+    from ..engine.loop import Run, RunResult
+
+
+def status_line(status: dict[str, Any]) -> str:
+    cost = status.get("cost_usd")
+    cost_text = "cost ?" if cost is None else f"${cost:.4f}"
+    tokens = status.get("tokens") or 0
+    token_text = f"{tokens / 1000:.1f}k tok" if tokens >= 1000 else f"{tokens} tok"
+    elapsed = int(status.get("elapsed_s") or 0)
+    state = status.get("state", "running")
+    head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
+    return (
+        f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')} · depth {status.get('depth', 0)}"
+        f" · {status.get('subcalls', 0)} sub-calls · {token_text} · {cost_text} · {elapsed // 60}:{elapsed % 60:02d}"
+    )
+
+
+class DisplaySink(Sink):
+    """Renders on the code thread (the kernel's main thread), in order with
+    the code's own outputs."""
+
+    def __init__(self, thread: CallerThread) -> None:
+        self.thread = thread
+        self._status_handle: Any = None
+
+    def _post(self, fn: Any) -> None:
+        self.thread.post(fn)
+
+    def run_started(self, run: Run) -> None:
+        if run.depth:
+            return
+
+        def show() -> None:
+            from IPython.display import display
+
+            self._status_handle = display({"text/plain": status_line(run.status())}, raw=True, display_id=True)
+
+        self._post(show)
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        if run.depth:
+            return
+        role = cell.metadata.get("rlm", {}).get("role")
+        if role in ("query", "context"):
+            return
+        if cell.cell_type == "markdown":
+            text = cell.source
+        else:
+            text = f"```python\n{cell.source}\n```"
+        step = cell.metadata["rlm"].get("step")
+        label = {"thought": "thought", "code": "code", "answer": "answer"}.get(role or "", role)
+        header = f"**[step {step} · {label}]**\n\n" if role != "answer" else ""
+        data = {"text/markdown": header + text, "text/plain": text}
+        self._post(lambda: _display(data))
+
+    def status(self, run: Run, status: dict[str, Any]) -> None:
+        if run.depth:
+            return
+        text = status_line(status)
+
+        def update() -> None:
+            if self._status_handle is not None:
+                self._status_handle.update({"text/plain": text}, raw=True)
+
+        self._post(update)
+
+    def show_end(self, result: RunResult) -> None:
+        """Called on the main thread once the run is over."""
+        if result.notebook_path:
+            print(f"Trajectory saved to {result.notebook_path}")
+
+
+def _display(data: dict[str, Any]) -> None:
+    from IPython.display import display
+
+    display(data, raw=True)

@@ -1,0 +1,58 @@
+"""A sink that keeps the trajectory notebook on disk while the run goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nbformat
+
+from .base import Sink
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..engine.loop import Run, RunResult
+
+
+def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: bool = True) -> None:
+    """Write atomically (a reader never sees half a notebook)."""
+    if validate:
+        nbformat.validate(nb)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(nb, handle, ensure_ascii=False, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class NotebookSink(Sink):
+    """Writes the run's notebook after finished cells (at most every
+    ``interval`` seconds) and once more, validated, when the run ends."""
+
+    def __init__(self, path: str | os.PathLike[str], interval: float = 1.0) -> None:
+        self.path = Path(path)
+        self.interval = interval
+        self._last = 0.0
+
+    def _write(self, run: Run, result: RunResult | None = None) -> None:
+        write_notebook(run.notebook(result), self.path, validate=result is not None)
+        self._last = time.monotonic()
+
+    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+        if run.depth == 0 and time.monotonic() - self._last >= self.interval:
+            self._write(run)
+
+    def run_ended(self, run: Run, result: RunResult) -> None:
+        if run.depth == 0:
+            self._write(run, result)

@@ -1,0 +1,232 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1.
+
+Tests and benchmarks talk to it over real HTTP through litellm, so every
+layer of ours (retries, concurrency, ledger, parsing) runs for real. A
+*responder* decides each reply from the request body; it may script root
+replies, compute sub-call answers from the prompt, add latency, or inject
+faults (429 with or without Retry-After, 5xx, malformed JSON, dropped
+connections, empty choices).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the server sends back for one request."""
+
+    text: str | None = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    raw_body: bytes | None = None  # sent as-is (malformed or truncated JSON)
+    delay: float = 0.0
+    drop: bool = False  # close the connection without answering
+    empty_choices: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+Responder = Callable[[dict[str, Any]], "Reply | str"]
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The last user message of a request (the sub-call prompt)."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(part.get("text", "") for part in content)
+            return content or ""
+    return ""
+
+
+def all_text(body: dict[str, Any]) -> str:
+    parts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            parts.extend(part.get("text", "") for part in content)
+        elif content:
+            parts.append(content)
+    return "\n".join(parts)
+
+
+class Script:
+    """Routes by model name: root models get scripted replies in order, the
+    rest get ``sub(prompt)``. ``root`` items may be strings, Replies, or
+    callables taking the request body."""
+
+    def __init__(
+        self,
+        root: Iterable[Any] = (),
+        sub: Callable[[str], Reply | str] | None = None,
+        root_models: tuple[str, ...] = ("root-model",),
+        default_root: str = "FINAL(no more scripted replies)",
+    ) -> None:
+        self._root = list(root)
+        self._lock = threading.Lock()
+        self.sub = sub or (lambda prompt: f"echo: {prompt[:80]}")
+        self.root_models = root_models
+        self.default_root = default_root
+
+    def __call__(self, body: dict[str, Any]) -> Reply | str:
+        if body.get("model") in self.root_models:
+            with self._lock:
+                item = self._root.pop(0) if self._root else self.default_root
+            return item(body) if callable(item) else item
+        return self.sub(prompt_text(body))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:  # /v1/models, handy for health checks
+        self._send_json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        owner = self.server.owner
+        owner._enter(body)
+        try:
+            reply = owner.responder(body)
+            if isinstance(reply, str) or reply is None:
+                reply = Reply(text=reply or "")
+            delay = reply.delay or owner.latency
+            if delay:
+                time.sleep(delay)
+            if reply.drop:
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if reply.raw_body is not None:
+                self._send_raw(reply.status, reply.raw_body, reply.headers)
+                return
+            if reply.status != 200:
+                error = {"error": {"message": reply.text or "scripted error", "type": "scripted"}}
+                self._send_json(reply.status, error, reply.headers)
+                return
+            if body.get("stream"):
+                self._send_stream(body, reply)
+            else:
+                self._send_json(200, self._completion(body, reply), reply.headers)
+        finally:
+            owner._leave()
+
+    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        text = reply.text or ""
+        prompt_tokens = reply.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = max(1, len(all_text(body)) // 4)
+        completion_tokens = reply.completion_tokens
+        if completion_tokens is None:
+            completion_tokens = max(1, len(text) // 4)
+        choices = [] if reply.empty_choices else [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ]
+        return {
+            "id": "chatcmpl-" + uuid.uuid4().hex[:12],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _send_stream(self, body: dict[str, Any], reply: Reply) -> None:
+        full = self._completion(body, reply)
+        chunks = [
+            {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
+             "model": full["model"],
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text or ""},
+                          "finish_reason": None}]},
+            {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
+             "model": full["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+             "usage": full["usage"]},
+        ]
+        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+        data += b"data: [DONE]\n\n"
+        self._send_raw(200, data, {"Content-Type": "text/event-stream"})
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        merged = {"Content-Type": "application/json", **(headers or {})}
+        for key, value in merged.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    owner: ScriptedServer
+
+
+class ScriptedServer:
+    """``with ScriptedServer(Script(root=[...])) as server: server.url``"""
+
+    def __init__(self, responder: Responder | None = None, latency: float = 0.0) -> None:
+        self.responder: Responder = responder or Script()
+        self.latency = latency
+        self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _enter(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def calls(self, model: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r for r in self.requests if model is None or r.get("model") == model]
+
