@@ -130,7 +130,9 @@ class RLM:
         (the trajectory, an nbformat notebook; also written to ``output``).
         """
         executor = ShellExecutor(new_headless_shell(), passthrough=False)
-        sinks: list[Sink] = [s for s in (sink,) if s is not None]
+        from .sinks.subcall_views import SubcallViewSink
+
+        sinks: list[Sink] = [SubcallViewSink(), *(s for s in (sink,) if s is not None)]
         if output is not None:
             sinks.append(NotebookSink(output))
         run = self.new_run(

@@ -1,12 +1,28 @@
-"""The RLM kernel: an IPython kernel with the ``%rlm`` magics loaded."""
+"""The RLM kernel: an IPython kernel with the ``%rlm`` magics, the comm the
+labextension talks to, and ``%%rlm`` cells run as awaitable coroutines."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from contextlib import contextmanager
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
 from . import __version__
+
+
+def _rlm_cell_to_await(lines: list[str]) -> list[str]:
+    """Rewrite a ``%%rlm`` cell into an await of our coroutine, so ipykernel
+    runs it asynchronously (comm messages keep flowing during the run)."""
+    if not lines:
+        return lines
+    first = lines[0]
+    if not (first.startswith("%%rlm") and (len(first.rstrip("\n")) == 5 or first[5] in " \t\n")):
+        return lines
+    line, body = first[5:].strip(), "".join(lines[1:])
+    return [f"await get_ipython().rlm_magics.run_cell_async({line!r}, {body!r})\n"]
 
 
 class RLMKernel(IPythonKernel):
@@ -19,6 +35,27 @@ class RLMKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from .magics import load_ipython_extension
+        from .magics import RLMMagics
+        from .sinks.live import LiveChannel
 
-        load_ipython_extension(self.shell)
+        magics = RLMMagics(self.shell)
+        self.shell.register_magics(magics)
+        self.shell.rlm_magics = magics
+        self.shell.input_transformers_cleanup.append(_rlm_cell_to_await)
+        self.rlm_channel = LiveChannel()
+
+    @contextmanager
+    def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:
+        """Interrupt cancels an awaiting cell. ipykernel 7.4 schedules the
+        cancel with io_loop.add_callback, which does not wake the loop, so an
+        interrupted await never stopped; call_soon_threadsafe does."""
+        loop = asyncio.get_running_loop()
+
+        def handle_sigint(*args: Any) -> None:
+            loop.call_soon_threadsafe(lambda: None if future.done() else future.cancel())
+
+        saved = signal.signal(signal.SIGINT, handle_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)

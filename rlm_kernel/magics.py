@@ -98,19 +98,40 @@ class RLMMagics(Magics):
     @cell_magic("rlm")
     def rlm_cell(self, line: str, cell: str) -> None:
         """%%rlm [options]: the cell body is the query about `context`."""
+        from .engine.driver import run_here
+
         try:
-            self._run(line, cell)
+            run, finish = self._prepare(line, cell)
         except RLMError as error:
             raise UsageError(str(error)) from None
+        finish(run_here(run))
 
-    def _run(self, line: str, cell: str) -> None:
+    async def run_cell_async(self, line: str, cell: str) -> None:
+        """The RLM kernel runs ``%%rlm`` cells through this coroutine, so the
+        kernel keeps handling comm messages (a reloaded page) during the run."""
+        from .engine.driver import run_here_async
+
+        shell = self.shell
+        number = shell.execution_count
+        try:
+            run, finish = self._prepare(line, cell)
+        except RLMError as error:
+            raise UsageError(str(error)) from None
+        # Generated cells take the numbers after this cell's own.
+        shell.execution_count = number + 1
+        try:
+            finish(await run_here_async(run))
+        finally:
+            shell.execution_count = max(number, shell.execution_count - 1)
+
+    def _prepare(self, line: str, cell: str) -> tuple[Any, Any]:
         from .api import RLM, context_cell
         from .engine.dispatch import CallerThread
-        from .engine.driver import run_here
         from .engine.execution import ShellExecutor
         from .sinks.base import MultiSink
         from .sinks.display import DisplaySink
         from .sinks.notebook import NotebookSink
+        from .sinks.subcall_views import SubcallViewSink
 
         args = _run_parser().parse_args(shlex.split(line))
         query = cell.strip()
@@ -118,19 +139,51 @@ class RLMMagics(Magics):
             raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
         rlm = RLM(**rlm_kwargs(args))
         thread = CallerThread()
-        display_sink = DisplaySink(thread)
+        kernel = getattr(self.shell, "kernel", None)
+        channel = getattr(kernel, "rlm_channel", None)
+        live = channel is not None and channel.attached
+        sinks: list[Any] = [SubcallViewSink(thread, widgets=kernel is not None and _have_widgets())]
+        if kernel is not None:
+            from .kernel_exec import KernelExecutor
+
+            executor: Any = KernelExecutor(kernel, channel if live else None, run_id="")
+        else:
+            executor = ShellExecutor(self.shell, passthrough=True)
         run = rlm.new_run(
-            self.shell.user_ns["context"], query, executor=ShellExecutor(self.shell, passthrough=True),
-            code_thread=thread, sources=self._sources(), lead_cells=[context_cell(self._sources())],
+            self.shell.user_ns["context"], query, executor=executor, code_thread=thread,
+            sources=self._sources(), lead_cells=[context_cell(self._sources())],
         )
-        path = trajectory_path(run.run_id, args.output)
-        file_sink = NotebookSink(path)
-        run.sink = MultiSink(display_sink, file_sink)
-        result = run_here(run)
-        result.notebook = run.notebook(result)
-        result.notebook_path = str(path)
-        self.shell.user_ns["rlm_result"] = result
-        display_sink.show_end(result)
+        if kernel is not None:
+            executor.run_id = run.run_id
+        display_sink = DisplaySink(thread, status_only=live)
+        sinks.append(display_sink)
+        path = None
+        if live:
+            from .sinks.live import LiveSink
+
+            parent = kernel.get_parent("shell") or {}
+            anchor = (parent.get("metadata") or {}).get("cellId")
+            sinks.append(LiveSink(channel, thread, anchor, (parent.get("header") or {}).get("msg_id")))
+        else:
+            path = trajectory_path(run.run_id, args.output)
+            sinks.append(NotebookSink(path))
+        run.sink = MultiSink(*sinks)
+
+        def finish(result: Any) -> None:
+            result.notebook = run.notebook(result)
+            result.notebook_path = str(path) if path else None
+            self.shell.user_ns["rlm_result"] = result
+            display_sink.show_end(result)
+
+        return run, finish
+
+
+def _have_widgets() -> bool:
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def load_ipython_extension(ipython: Any) -> None:

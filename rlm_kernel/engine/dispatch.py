@@ -81,25 +81,52 @@ class CodeThread:
 
 
 _STOP = object()
+_WAKE = object()
 
 
 class CallerThread(CodeThread):
-    """The thread that calls :meth:`serve` runs the code, until the run ends."""
+    """The thread that calls :meth:`serve` (or awaits :meth:`serve_async`)
+    runs the code until the run ends. Other threads may also :meth:`post`
+    small jobs to it (showing a step, updating a widget), so that everything
+    a frontend sees is published from one thread, in order."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._wake: Callable[[], None] | None = None
+
+    def _put(self, item: Any) -> None:
+        self._queue.put(item)
+        wake = self._wake
+        if wake is not None:
+            wake()
 
     async def run(self, fn: Callable[[], T]) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put((fn, future))
+        self._put((fn, future))
         return await asyncio.wrap_future(future)
 
     def post(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the code thread when it is next free; don't wait."""
-        self._queue.put((fn, None))
+        self._put((fn, None))
 
     def close(self) -> None:
-        self._queue.put(_STOP)
+        self._put(_STOP)
+
+    def _run_item(self, item: Any) -> bool:
+        """Run one queued item; True when the run is over."""
+        if item is _STOP:
+            return True
+        if item is _WAKE:
+            return False
+        fn, future = item
+        if future is None:
+            fn()
+        elif future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn())
+            except BaseException as error:  # noqa: BLE001 - handed to the loop
+                future.set_exception(error)
+        return False
 
     def serve(self, on_interrupt: Callable[[], None]) -> None:
         """Run queued callables until :meth:`close`. A KeyboardInterrupt while
@@ -109,21 +136,80 @@ class CallerThread(CodeThread):
         try:
             while True:
                 try:
-                    item = self._queue.get()
-                    if item is _STOP:
+                    if self._run_item(self._queue.get()):
                         return
-                    fn, future = item
-                    if future is None:
-                        fn()
-                    elif future.set_running_or_notify_cancel():
-                        try:
-                            future.set_result(fn())
-                        except BaseException as error:  # noqa: BLE001 - handed to the loop
-                            future.set_exception(error)
                 except KeyboardInterrupt:
                     on_interrupt()
         finally:
             self.thread_id = None
+
+    async def serve_async(self, on_interrupt: Callable[[], None]) -> None:
+        """:meth:`serve` for a thread that runs an asyncio loop (the kernel's):
+        between jobs the loop is free, so comm messages from the frontend
+        (a reconnecting page, approvals) are handled during the run. Code runs
+        with the default SIGINT handler, so Interrupt stops a busy cell."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        self._wake = lambda: loop.call_soon_threadsafe(wake.set)
+        self.thread_id = threading.get_ident()
+        try:
+            while True:
+                try:
+                    await wake.wait()
+                except asyncio.CancelledError:
+                    on_interrupt()
+                    continue
+                wake.clear()
+                while True:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    try:
+                        with _default_sigint():
+                            if self._run_item(item):
+                                return
+                    except KeyboardInterrupt:
+                        on_interrupt()
+        finally:
+            self._wake = None
+            self.thread_id = None
+
+    def wait(self, future: concurrent.futures.Future[T]) -> T:
+        """Block the code (a sub-call) on ``future`` while still running posted
+        jobs, so widgets and status keep updating. Ctrl-C cancels ``future``."""
+        if threading.get_ident() != self.thread_id:
+            return wait_interruptibly(future)
+        future.add_done_callback(lambda _: self._queue.put(_WAKE))
+        deferred = []
+        try:
+            while not future.done():
+                item = self._queue.get()
+                if item is _STOP or (item is not _WAKE and item[1] is not None):
+                    deferred.append(item)  # not ours to run inside a cell
+                    continue
+                self._run_item(item)
+        except KeyboardInterrupt:
+            future.cancel()
+            raise
+        finally:
+            for item in deferred:
+                self._put(item)
+        return future.result()
+
+
+class _default_sigint:  # noqa: N801
+    """Inside a kernel's awaited cell SIGINT cancels the await; while our code
+    runs we want the usual KeyboardInterrupt instead."""
+
+    def __enter__(self) -> None:
+        self._saved = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
 
 
 class WorkerThread(CodeThread):

@@ -20,3 +20,15 @@ def run_here(run: Run) -> RunResult:
     future.add_done_callback(lambda _: thread.close())
     thread.serve(on_interrupt=run.interrupt)
     return future.result()
+
+
+async def run_here_async(run: Run) -> RunResult:
+    """:func:`run_here` for a caller that is itself a coroutine on an asyncio
+    loop (the kernel's): the loop stays responsive between code cells."""
+    thread = run.code_thread
+    if not isinstance(thread, CallerThread):
+        raise TypeError("run_here_async needs a run whose code thread is a CallerThread")
+    future = submit(run.run())
+    future.add_done_callback(lambda _: thread.close())
+    await thread.serve_async(on_interrupt=run.interrupt)
+    return future.result()

@@ -9,6 +9,7 @@ the benchmarks. It knows nothing about Jupyter: code runs through an
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -23,7 +24,7 @@ from ..errors import BudgetExceeded
 from ..sinks.base import Sink
 from . import prompts, trajectory
 from .budget import Budget, Limits
-from .dispatch import CodeThread, WorkerThread
+from .dispatch import CallerThread, CodeThread, WorkerThread, wait_interruptibly
 from .execution import CellResult, Executor, PlainExecutor
 from .llm import LLMClient, ModelCallError, ModelEndpoint
 from .protocol import find_final, split_reply
@@ -202,6 +203,12 @@ class Run:
             return base
         return ModelEndpoint(model, base.api_base, base.api_key)
 
+    def wait(self, future: concurrent.futures.Future[Any]) -> Any:
+        """Block the code thread on an engine-loop future (a sub-call)."""
+        if isinstance(self.code_thread, CallerThread):
+            return self.code_thread.wait(future)
+        return wait_interruptibly(future)
+
     def record_subcall(self, record: SubcallRecord) -> None:
         self.subcalls_made += 1
         if self._cell_subcalls is not None:
@@ -212,7 +219,7 @@ class Run:
         self.sink.subcall(self, record)
         self._status()
 
-    def spawn_child(self, *, prompt: str, context: Any, model: str) -> Run:
+    def spawn_child(self, *, prompt: str, context: Any, model: str, sink: Sink | None = None) -> Run:
         endpoint = self.sub_endpoint(model)
         if context is None:
             context, query = prompt, (
@@ -223,6 +230,7 @@ class Run:
         return Run(
             self.tree, query=query, context=context, executor=PlainExecutor(),
             code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), depth=self.depth + 1, endpoint=endpoint,
+            sink=sink,
         )
 
     def child_record(self, result: RunResult) -> dict[str, Any]:
@@ -415,6 +423,7 @@ class Run:
             result.error_name = "TimeoutError"
             result.model_view += f"\nTimeoutError: the cell ran longer than {limits.cell_timeout:g} s and was interrupted."
         cell.outputs = [_as_output(o) for o in result.outputs]
+        cell.outputs = [o for o in cell.outputs if o.get("data") != {}]
         cell.execution_count = result.execution_count
         meta = cell.metadata["rlm"]
         meta["status"] = result.status
@@ -480,9 +489,17 @@ class Run:
 _MISSING = object()
 
 
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def _as_output(output: dict[str, Any]) -> NotebookNode:
+    """An nbformat output for the trajectory file. Widget views are left out:
+    their state lives in the frontend; the markdown form stays."""
     from nbformat import from_dict
 
+    data = output.get("data")
+    if data and _WIDGET_VIEW in data:
+        output = {**output, "data": {k: v for k, v in data.items() if k != _WIDGET_VIEW}}
     return from_dict(output)
 
 

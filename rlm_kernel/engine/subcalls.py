@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
-from .dispatch import submit, wait_interruptibly
+from .dispatch import submit
 from .llm import ModelCallError, ModelEndpoint
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class SubcallHelpers:
         prompt = _as_prompt(prompt)
         self.run.tree.budget.reserve_subcalls(1)
         record = self._new_record("llm", prompt, model)
-        wait_interruptibly(submit(self._call(record)))
+        self._wait([record], self._call(record))
         if record.status == "error":
             raise SubcallError(f"Sub-call to {record.model} failed: {record.error}.")
         return record.response or ""
@@ -116,7 +116,7 @@ class SubcallHelpers:
         async def all_calls() -> None:
             await asyncio.gather(*(self._call(r) for r in records))
 
-        wait_interruptibly(submit(all_calls()))
+        self._wait(records, all_calls())
         self._raise_if_budget_ended(records)
         return [(r.response or "") if r.status == "done" else SubcallFailure(r.error or "failed") for r in records]
 
@@ -128,7 +128,7 @@ class SubcallHelpers:
         prompt = _as_prompt(prompt)
         self.run.tree.budget.reserve_subcalls(1)
         record = self._new_record("rlm", prompt, model)
-        wait_interruptibly(submit(self._child(record, context)))
+        self._wait([record], self._child(record, context))
         if record.status == "error":
             raise SubcallError(f"Child run failed: {record.error}.")
         return record.response or ""
@@ -146,11 +146,22 @@ class SubcallHelpers:
         async def all_children() -> None:
             await asyncio.gather(*(self._child(r, None) for r in records))
 
-        wait_interruptibly(submit(all_children()))
+        self._wait(records, all_children())
         self._raise_if_budget_ended(records)
         return [(r.response or "") if r.status == "done" else SubcallFailure(r.error or "failed") for r in records]
 
     # -- internals -------------------------------------------------------------
+    def _wait(self, records: list[SubcallRecord], work: Any) -> None:
+        sink = self.run.sink
+        sink.subcalls_started(self.run, records)
+        try:
+            self.run.wait(submit(work))
+        finally:
+            for record in records:
+                if record.status in ("queued", "running"):
+                    record.status, record.error = "error", "cancelled"
+            sink.subcalls_finished(self.run, records)
+
     def _check_depth(self) -> None:
         limit = self.run.tree.limits.max_depth
         if self.run.depth + 1 > limit:
@@ -171,6 +182,10 @@ class SubcallHelpers:
         tree = self.run.tree
         endpoint = self.run.sub_endpoint(record.model)
         async with tree.slots():
+            if tree.stopping:
+                record.status, record.error = "error", "the run is stopping"
+                self.run.subcall_changed(record)
+                return
             record.status = "running"
             record.started = time.monotonic()
             self.run.subcall_changed(record)
@@ -193,9 +208,8 @@ class SubcallHelpers:
         record.status = "running"
         self.run.subcall_changed(record)
         started = time.monotonic()
-        child = self.run.spawn_child(
-            prompt=record.prompt, context=context, model=record.model
-        )
+        child = self.run.spawn_child(prompt=record.prompt, context=context, model=record.model,
+                                     sink=self.run.sink.child_sink(self.run, record))
         result = await child.run()
         record.latency_s = time.monotonic() - started
         record.child = child.child_record(result)

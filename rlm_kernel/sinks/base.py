@@ -28,6 +28,16 @@ class Sink:
 
     def subcall(self, run: Run, record: SubcallRecord) -> None: ...
 
+    def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
+        """On the code thread, right before it waits for these sub-calls."""
+
+    def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
+        """On the code thread, once they are all done or failed."""
+
+    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+        """Where the child run started for ``record`` reports (None: nowhere)."""
+        return None
+
     def status(self, run: Run, status: dict[str, Any]) -> None: ...
 
     def run_ended(self, run: Run, result: RunResult) -> None: ...
@@ -56,6 +66,18 @@ class MultiSink(Sink):
     def subcall(self, run: Run, record: SubcallRecord) -> None:
         for sink in self.sinks:
             sink.subcall(run, record)
+
+    def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
+        for sink in self.sinks:
+            sink.subcalls_started(run, records)
+
+    def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
+        for sink in self.sinks:
+            sink.subcalls_finished(run, records)
+
+    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+        children = [c for c in (s.child_sink(run, record) for s in self.sinks) if c is not None]
+        return MultiSink(*children) if children else None
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         for sink in self.sinks:

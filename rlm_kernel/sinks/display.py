@@ -33,8 +33,9 @@ class DisplaySink(Sink):
     """Renders on the code thread (the kernel's main thread), in order with
     the code's own outputs."""
 
-    def __init__(self, thread: CallerThread) -> None:
+    def __init__(self, thread: CallerThread, status_only: bool = False) -> None:
         self.thread = thread
+        self.status_only = status_only  # the labextension shows the steps as cells
         self._status_handle: Any = None
 
     def _post(self, fn: Any) -> None:
@@ -52,7 +53,7 @@ class DisplaySink(Sink):
         self._post(show)
 
     def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
-        if run.depth:
+        if run.depth or self.status_only:
             return
         role = cell.metadata.get("rlm", {}).get("role")
         if role in ("query", "context"):

@@ -1,0 +1,122 @@
+"""Shows each llm_query / rlm_query call (or batch) in the output of the
+cell that made it: a live widget in a kernel, markdown everywhere."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..widgets.subcall import SubcallView
+from .base import Sink
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..engine.dispatch import CallerThread
+    from ..engine.loop import Run
+    from ..engine.subcalls import SubcallRecord
+
+
+def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> None:
+    from IPython.display import display, update_display
+
+    if update:
+        update_display(bundle, display_id=display_id, raw=True)
+    else:
+        display(bundle, display_id=display_id, raw=True)
+
+
+class SubcallViewSink(Sink):
+    """``widgets``: draw ipywidgets (only in a kernel with a frontend); updates
+    are posted to ``thread`` (the kernel's main thread) and coalesced."""
+
+    def __init__(self, thread: CallerThread | None = None, widgets: bool = False) -> None:
+        self.thread = thread
+        self.widgets = widgets and thread is not None
+        self._views: dict[str, SubcallView] = {}
+        self._pending: set[int] = set()
+        self._lock = threading.Lock()
+
+    def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
+        if not records:
+            return
+        view = SubcallView(records, records[0].kind, widgets=self.widgets and run.depth == 0)
+        with self._lock:
+            for record in records:
+                self._views[record.id] = view
+        _display(view.bundle(), view.display_id)
+
+    def subcall(self, run: Run, record: SubcallRecord) -> None:
+        view = self._views.get(record.id)
+        if view is None or view.widget is None or self.thread is None:
+            return
+        view.mark(record)
+        with self._lock:
+            if id(view) in self._pending:
+                return
+            self._pending.add(id(view))
+
+        def refresh() -> None:
+            with self._lock:
+                self._pending.discard(id(view))
+            view.refresh()
+
+        self.thread.post(refresh)
+
+    def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
+        if not records:
+            return
+        view = self._views.get(records[0].id)
+        if view is None:
+            return
+        for record in records:
+            view.mark(record)
+        if view.widget is not None:
+            view.refresh()
+        _display(view.bundle(), view.display_id, update=True)
+        with self._lock:
+            for record in records:
+                self._views.pop(record.id, None)
+
+    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+        view = self._views.get(record.id)
+        if view is None or view.widget is None or self.thread is None:
+            return None
+        return ChildStepsSink(view, record.id, self.thread)
+
+
+class ChildStepsSink(Sink):
+    """Appends a child run's steps to its sub-call widget, as they happen."""
+
+    def __init__(self, view: SubcallView, record_id: str, thread: CallerThread) -> None:
+        self.view = view
+        self.record_id = record_id
+        self.thread = thread
+
+    def _append(self, outputs: list[dict[str, Any]]) -> None:
+        def add() -> None:
+            out = self.view.child_output(self.record_id)
+            if out is not None:
+                out.outputs = (*out.outputs, *outputs)
+
+        self.thread.post(add)
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        role = cell.metadata.get("rlm", {}).get("role")
+        if cell.cell_type == "markdown" and role != "query":
+            self._append([_markdown(cell.source)])
+
+    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+        if cell.cell_type != "code":
+            return
+        outputs = [_markdown(f"```python\n{cell.source}\n```")]
+        for output in cell.get("outputs", []):
+            item = dict(output)
+            if "data" in item:
+                item["data"] = {k: v for k, v in item["data"].items() if "widget" not in k}
+            outputs.append(item)
+        self._append(outputs)
+
+
+def _markdown(text: str) -> dict[str, Any]:
+    return {"output_type": "display_data", "data": {"text/markdown": text, "text/plain": text}, "metadata": {}}

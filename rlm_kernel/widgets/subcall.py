@@ -1,0 +1,187 @@
+"""The sub-call view: one widget per llm_query / rlm_query call or batch.
+
+It shows model, status (queued / running / done / error), prompt (preview,
+more on expand), response, tokens, latency and cost; a batch adds a progress
+bar and one expandable row per call; a child run (rlm_query) lists its steps
+in a collapsible section. Every view also carries a markdown form, so a saved
+notebook reads well where widgets don't render.
+"""
+
+from __future__ import annotations
+
+import html
+import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine.subcalls import SubcallRecord
+
+VIEW_CHARS = 20_000  # text shown when a single call is expanded; cell metadata keeps the whole response
+ROW_CHARS = 1_500  # per row of a batch, so a 256-call batch stays light to update
+CHUNK = 16  # rows per HTML widget
+MAX_ROWS = 512
+MIME_WIDGET = "application/vnd.jupyter.widget-view+json"
+_STATUS_COLOURS = {"queued": "#888", "running": "#1a73e8", "done": "#188038", "error": "#d93025"}
+
+
+def _cost(value: float | None) -> str:
+    return "cost ?" if value is None else f"${value:.5f}"
+
+
+def _clip(text: str | None, limit: int) -> str:
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
+
+
+def _one_line(text: str | None, limit: int = 90) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CHARS) -> str:
+    """One call as an expandable HTML row (all text escaped: model output is untrusted)."""
+    colour = _STATUS_COLOURS.get(record.status, "#888")
+    latency = f"{record.latency_s:.2f} s" if record.latency_s is not None else "…"
+    tokens = f"{record.prompt_tokens:,}+{record.completion_tokens:,} tok"
+    summary = (
+        f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{record.status}</span> "
+        f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
+        f"<span class='rlm-sc-preview'>{html.escape(_one_line(record.prompt))}</span>"
+    )
+    answer = record.response if record.status != "error" else f"ERROR: {record.error}"
+    body = (
+        f"<div><b>Prompt</b> ({len(record.prompt):,} characters)</div>"
+        f"<pre class='rlm-sc-prompt' style='white-space:pre-wrap;max-height:16em;overflow:auto'>"
+        f"{html.escape(_clip(record.prompt, limit))}</pre>"
+        f"<div><b>Response</b></div>"
+        f"<pre class='rlm-sc-response' style='white-space:pre-wrap;max-height:16em;overflow:auto'>"
+        f"{html.escape(_clip(answer, limit))}</pre>"
+    )
+    state = " open" if open_ else ""
+    return f"<details class='rlm-sc-row' data-status='{record.status}'{state}><summary>{summary}</summary>{body}</details>"
+
+
+def record_markdown(record: SubcallRecord) -> str:
+    answer = record.response if record.status != "error" else f"ERROR: {record.error}"
+    return (
+        f"| {record.status} | `{record.model}` | {record.prompt_tokens}+{record.completion_tokens} | "
+        f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
+        f"{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
+    )
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+class SubcallView:
+    """A live view of a group of sub-calls made by one helper call."""
+
+    def __init__(self, records: list[SubcallRecord], kind: str, widgets: bool) -> None:
+        self.records = records
+        self.kind = kind  # llm | rlm
+        self.batched = len(records) > 1 or bool(records and records[0].batch)
+        self.display_id = uuid.uuid4().hex
+        self.widget: Any = None
+        self._child_outputs: dict[str, Any] = {}
+        if widgets:
+            self._build_widget()
+
+    # -- text forms ----------------------------------------------------------
+    def title(self) -> str:
+        done = sum(r.status in ("done", "error") for r in self.records)
+        errors = sum(r.status == "error" for r in self.records)
+        name = ("rlm_query" if self.kind == "rlm" else "llm_query") + ("_batched" if self.batched else "")
+        model = self.records[0].model if self.records else ""
+        cost = None if any(r.cost_usd is None for r in self.records) else sum(r.cost_usd or 0 for r in self.records)
+        tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.records)
+        failed = f", {errors} failed" if errors else ""
+        return f"{name} → {model}: {done} of {len(self.records)} done{failed} · {tokens:,} tok · {_cost(cost)}"
+
+    def markdown(self) -> str:
+        rows = "\n".join(record_markdown(r) for r in self.records[:50])
+        more = f"\n\n*… {len(self.records) - 50:,} more sub-calls in the cell metadata*" if len(self.records) > 50 else ""
+        return (
+            f"**{self.title()}**\n\n| status | model | tokens | time | prompt | response |\n"
+            f"|---|---|---|---|---|---|\n{rows}{more}"
+        )
+
+    def bundle(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"text/plain": self.title(), "text/markdown": self.markdown()}
+        if self.widget is not None:
+            data[MIME_WIDGET] = {"model_id": self.widget.model_id, "version_major": 2, "version_minor": 0}
+        return data
+
+    # -- widget --------------------------------------------------------------
+    def _build_widget(self) -> None:
+        import ipywidgets as w
+
+        self._header = w.HTML(value=self._header_html())
+        children: list[Any] = [self._header]
+        if self.batched:
+            self._progress = w.IntProgress(value=0, min=0, max=max(1, len(self.records)),
+                                           description="0 of %d" % len(self.records),
+                                           style={"description_width": "initial"},
+                                           layout=w.Layout(width="60%"))
+            children.append(self._progress)
+        # Rows in chunks, so a status change re-sends one chunk, not the batch.
+        shown = self.records[:MAX_ROWS]
+        self._index = {r.id: i for i, r in enumerate(shown)}
+        self._chunks = [w.HTML(value=self._chunk_html(i)) for i in range(0, len(shown), CHUNK)]
+        children.extend(self._chunks)
+        if len(self.records) > MAX_ROWS:
+            children.append(w.HTML(value=f"<div>… {len(self.records) - MAX_ROWS:,} more sub-calls "
+                                         "(in the cell metadata)</div>"))
+        if self.kind == "rlm":
+            self._steps = w.Accordion(children=[], layout=w.Layout(width="100%"))
+            children.append(self._steps)
+        self._dirty: set[int] = set()
+        self.widget = w.VBox(children, layout=w.Layout(border="1px solid var(--jp-border-color2, #ddd)",
+                                                      padding="4px 8px", margin="2px 0"))
+        self.widget.add_class("rlm-subcall-widget")
+
+    def _header_html(self) -> str:
+        return f"<div class='rlm-sc-title' style='font-weight:600'>{html.escape(self.title())}</div>"
+
+    def _chunk_html(self, start: int) -> str:
+        single = len(self.records) == 1
+        limit = VIEW_CHARS if single else ROW_CHARS
+        rows = self.records[start : start + CHUNK]
+        return "".join(record_html(r, open_=single and r.status in ("done", "error"), limit=limit) for r in rows)
+
+    def mark(self, record: SubcallRecord) -> None:
+        """Note that ``record`` changed (any thread); :meth:`refresh` redraws it."""
+        index = getattr(self, "_index", {}).get(record.id)
+        if index is not None:
+            self._dirty.add(index // CHUNK)
+
+    def refresh(self) -> None:
+        """Update the widget from the records (on the kernel's main thread)."""
+        if self.widget is None:
+            return
+        self._header.value = self._header_html()
+        if self.batched:
+            done = sum(r.status in ("done", "error") for r in self.records)
+            self._progress.value = done
+            self._progress.description = f"{done} of {len(self.records)}"
+            self._progress.bar_style = "danger" if any(r.status == "error" for r in self.records) else (
+                "success" if done == len(self.records) else "info")
+        dirty, self._dirty = self._dirty, set()
+        for chunk in sorted(dirty):
+            self._chunks[chunk].value = self._chunk_html(chunk * CHUNK)
+
+    def child_output(self, record_id: str) -> Any:
+        """The Output widget that shows a child run's steps."""
+        if self.widget is None or self.kind != "rlm":
+            return None
+        if record_id not in self._child_outputs:
+            import ipywidgets as w
+
+            out = w.Output()
+            self._child_outputs[record_id] = out
+            self._steps.children = (*self._steps.children, out)
+            index = len(self._steps.children) - 1
+            self._steps.set_title(index, f"child run {index + 1}: steps")
+        return self._child_outputs[record_id]
