@@ -30,6 +30,17 @@ def _parser() -> Any:
     run.add_argument("-o", "--output", help="trajectory notebook to write (default: rlm-run-<time>.ipynb)")
     run.add_argument("--json", action="store_true", help="print one JSON object with the result")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    lab = commands.add_parser("lab", help="start JupyterLab with the RLM kernel on the examples",
+                              description="Start JupyterLab with the RLM kernel on a folder (default: the examples).")
+    lab.add_argument("folder", nargs="?", help="folder to open (default: examples/ of this checkout, else .)")
+    lab.add_argument("--port", type=int, default=8888)
+    lab.add_argument("--no-browser", action="store_true")
+    try:
+        from .bench.cli import add_bench_parser
+    except ImportError:
+        pass
+    else:
+        add_bench_parser(commands)
     return parser
 
 
@@ -40,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "run":
             return _run(args)
+        if args.command == "lab":
+            return _lab(args)
+        if args.command == "bench":
+            from .bench.cli import run_bench
+
+            return run_bench(args)
         _parser().print_help()
         return EXIT_USAGE
     except RLMError as error:
@@ -79,6 +96,28 @@ def _run(args: Any) -> int:
         print(f"rlm-kernel: the run ended without an answer (reason: {result.reason})"
               + (f": {result.error}" if result.error else ""), file=sys.stderr)
     return EXIT_OK if result.reason == "final" else EXIT_NO_ANSWER
+
+
+def _lab(args: Any) -> int:
+    from pathlib import Path
+
+    folder = Path(args.folder) if args.folder else Path(__file__).resolve().parent.parent / "examples"
+    if not folder.is_dir():
+        if args.folder:
+            raise RLMError(f"No such folder: {args.folder!r}.")
+        folder = Path.cwd()
+    if not (os.environ.get("RLM_MODEL") or any(os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"))):
+        print("rlm-kernel: no model configured; set RLM_MODEL (a litellm name) and its provider key, "
+              "or pass --model/--api-base in each %%rlm cell.", file=sys.stderr)
+    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={folder}", f"--port={args.port}",
+               "--MappingKernelManager.default_kernel_name=rlm"]
+    if args.no_browser:
+        command.append("--no-browser")
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    print(f"rlm-kernel: starting JupyterLab on {folder}", file=sys.stderr)
+    os.execv(sys.executable, command)
+    return 0
 
 
 if __name__ == "__main__":

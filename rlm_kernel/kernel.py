@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +26,15 @@ def _rlm_cell_to_await(lines: list[str]) -> list[str]:
     return [f"await get_ipython().rlm_magics.run_cell_async({line!r}, {body!r})\n"]
 
 
+def _warm_up() -> None:
+    try:
+        from .engine.llm import litellm_module
+
+        litellm_module()
+    except Exception:  # noqa: BLE001 - a failed warm-up shows up later, with a clear error
+        pass
+
+
 class RLMKernel(IPythonKernel):
     implementation = "rlm_kernel"
     implementation_version = __version__
@@ -43,6 +53,8 @@ class RLMKernel(IPythonKernel):
         self.shell.rlm_magics = magics
         self.shell.input_transformers_cleanup.append(_rlm_cell_to_await)
         self.rlm_channel = LiveChannel()
+        # litellm takes seconds to import; warm it up without delaying the kernel's start.
+        threading.Thread(target=_warm_up, name="rlm-warm-up", daemon=True).start()
 
     @contextmanager
     def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
 from .dispatch import submit
-from .llm import ModelCallError, ModelEndpoint
+from .llm import ModelCallError
 
 if TYPE_CHECKING:
     from .loop import Run

@@ -122,7 +122,7 @@ class SubcallView:
         children: list[Any] = [self._header]
         if self.batched:
             self._progress = w.IntProgress(value=0, min=0, max=max(1, len(self.records)),
-                                           description="0 of %d" % len(self.records),
+                                           description=f"0 of {len(self.records)}",
                                            style={"description_width": "initial"},
                                            layout=w.Layout(width="60%"))
             children.append(self._progress)
