@@ -156,6 +156,8 @@ class CellCapture:
                 total += item[1].total
                 continue
             kind = item["output_type"]
+            if (item.get("metadata") or {}).get("rlm", {}).get("subcall_view"):
+                continue
             if kind == "error":
                 text = _error_text(item)
             else:
@@ -166,6 +168,26 @@ class CellCapture:
             total += len(text)
         text = "".join(parts)
         return truncate_middle(text, limit, total=max(total, len(text))), total
+
+
+def outputs_view(outputs: list[dict[str, Any]], limit: int) -> tuple[str, int]:
+    """The root model's view of a cell's saved nbformat outputs (used when a
+    run's history is rebuilt from a notebook)."""
+    parts = []
+    for item in outputs:
+        kind = item.get("output_type")
+        if kind == "stream":
+            text = item.get("text", "")
+            parts.append("".join(text) if isinstance(text, list) else text)
+        elif kind == "error":
+            parts.append(_error_text(item))
+        elif (item.get("metadata") or {}).get("rlm", {}).get("subcall_view"):
+            continue
+        else:
+            text = _data_text(item.get("data", {}))
+            parts.append(text + ("\n" if text and not text.endswith("\n") else ""))
+    text = "".join(parts)
+    return truncate_middle(text, limit), len(text)
 
 
 def _data_text(data: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from .budget import Budget, Limits
 from .dispatch import CallerThread, CodeThread, WorkerThread, wait_interruptibly
 from .execution import CellResult, Executor, PlainExecutor
 from .llm import LLMClient, ModelCallError, ModelEndpoint
-from .protocol import find_final, split_reply
+from .protocol import cell_feedback, find_final, split_reply
 from .subcalls import SubcallHelpers, SubcallRecord
 
 REASONS = ("final", "max_iterations", "budget", "timeout", "error", "interrupted")
@@ -435,11 +435,7 @@ class Run:
         return result
 
     def _feedback(self, result: CellResult) -> str:
-        count = f"[{result.execution_count}]" if result.execution_count is not None else ""
-        if not result.model_view.strip():
-            return f"Cell {count} ran with no output." if result.status == "ok" else f"Cell {count} failed with no output."
-        state = "raised an error" if result.status == "error" else "output"
-        return f"Cell {count} {state} ({result.output_chars:,} characters):\n{result.model_view.rstrip()}"
+        return cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars)
 
     def _end(self, reason: str, error: str | None, answer: Any, answer_var: str | None) -> RunResult:
         step = self.iteration

@@ -116,3 +116,12 @@ def truncate_middle(text: str, limit: int, total: int | None = None) -> str:
     tail = text[len(text) - (limit - len(head)) :] if limit > len(head) else ""
     omitted = total - len(head) - len(tail)
     return f"{head}\n[... {omitted:,} characters omitted ...]\n{tail}"
+
+
+def cell_feedback(execution_count: int | None, status: str, view: str, chars: int) -> str:
+    """What the root model is told about one code cell it wrote."""
+    label = f"Cell [{execution_count}]" if execution_count is not None else "Cell"
+    if not view.strip():
+        return f"{label} ran with no output." if status == "ok" else f"{label} failed with no output."
+    state = "raised an error" if status == "error" else "output"
+    return f"{label} {state} ({chars:,} characters):\n{view.rstrip()}"

@@ -20,10 +20,12 @@ if TYPE_CHECKING:
 def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> None:
     from IPython.display import display, update_display
 
+    # The metadata flag keeps this view out of what the root model reads back.
+    metadata = {"rlm": {"subcall_view": True}}
     if update:
-        update_display(bundle, display_id=display_id, raw=True)
+        update_display(bundle, metadata=metadata, display_id=display_id, raw=True)
     else:
-        display(bundle, display_id=display_id, raw=True)
+        display(bundle, metadata=metadata, display_id=display_id, raw=True)
 
 
 class SubcallViewSink(Sink):

@@ -20,6 +20,7 @@ VIEW_CHARS = 20_000  # text shown when a single call is expanded; cell metadata 
 ROW_CHARS = 1_500  # per row of a batch, so a 256-call batch stays light to update
 CHUNK = 16  # rows per HTML widget
 MAX_ROWS = 512
+MD_ROWS = 20  # rows in the markdown form (the cell metadata has every call)
 MIME_WIDGET = "application/vnd.jupyter.widget-view+json"
 _STATUS_COLOURS = {"queued": "#888", "running": "#1a73e8", "done": "#188038", "error": "#d93025"}
 
@@ -101,8 +102,9 @@ class SubcallView:
         return f"{name} → {model}: {done} of {len(self.records)} done{failed} · {tokens:,} tok · {_cost(cost)}"
 
     def markdown(self) -> str:
-        rows = "\n".join(record_markdown(r) for r in self.records[:50])
-        more = f"\n\n*… {len(self.records) - 50:,} more sub-calls in the cell metadata*" if len(self.records) > 50 else ""
+        rows = "\n".join(record_markdown(r) for r in self.records[:MD_ROWS])
+        extra = len(self.records) - MD_ROWS
+        more = f"\n\n*… {extra:,} more sub-calls in the cell metadata*" if extra > 0 else ""
         return (
             f"**{self.title()}**\n\n| status | model | tokens | time | prompt | response |\n"
             f"|---|---|---|---|---|---|\n{rows}{more}"

@@ -1,0 +1,216 @@
+"""``rlm-kernel bench harness | context | notebook | all``.
+
+Wire into the main parser with::
+
+    from .bench.cli import add_bench_parser, run_bench
+    add_bench_parser(commands)          # commands = parser.add_subparsers(...)
+    ...
+    if args.command == "bench":
+        return run_bench(args)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+_DESCRIPTION = """\
+Benchmarks that print figures measured side by side in one invocation:
+  harness   our loop against the official rlms library (per-step overhead,
+            batched sub-calls, peak memory), one scripted server on 127.0.0.1
+  context   loading and describing 10 MB / 100 MB / 1 GB contexts, and a run
+            whose code prints the whole context
+  notebook  the .ipynb of a 200-step, 10,000-sub-call run: size, save, re-open
+  all       the three in turn
+"""
+
+
+def _size_list(text: str) -> list[int]:
+    from . import parse_size
+
+    try:
+        return [parse_size(part) for part in text.replace(",", " ").split()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected at least 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _chars(text: str) -> int:
+    from . import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object with every figure")
+    parser.add_argument("--write-md", metavar="PATH",
+                        help="also write this benchmark's section of a generated markdown file (e.g. BENCHMARKS.md)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _harness_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("harness")
+    group.add_argument("--steps", type=_positive_int, default=30, help="root steps per run (default 30)")
+    group.add_argument("--context-chars", type=_chars, default=1_000_000,
+                       help="context size for the harness runs (default 1M characters)")
+    group.add_argument("--prompts", type=_positive_int, default=256, help="prompts in the batched cell (default 256)")
+    group.add_argument("--latency", type=_seconds, default=0.1, help="server seconds per sub-call (default 0.1)")
+    group.add_argument("--repeats", type=_count, default=3, help="warm runs after the cold one (default 3)")
+    group.add_argument("--harness", action="append", choices=("ours", "rlms"), dest="harnesses",
+                       help="run only this harness (repeatable; default both)")
+    group.add_argument("--stock-server", action="store_true",
+                       help="keep the scripted server's Nagle delay (~40 ms per request) instead of TCP_NODELAY")
+
+
+def _context_options(parser: argparse.ArgumentParser) -> None:
+    from .context_scale import DEFAULT_SIZES
+
+    group = parser.add_argument_group("context")
+    group.add_argument("--sizes", type=_size_list, nargs="+", default=[list(DEFAULT_SIZES)], metavar="SIZE",
+                       help="context sizes, e.g. --sizes 10MB 100MB 1GB (or 10MB,1GB; default: 10MB 100MB 1GB)")
+    group.add_argument("--tmpdir", help="where to generate the context files (default: the system temp dir)")
+
+
+def _notebook_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("notebook")
+    group.add_argument("--nb-steps", type=_positive_int, default=200, help="root steps (default 200)")
+    group.add_argument("--subcalls-per-step", type=_positive_int, default=50,
+                       help="llm_query_batched prompts per step (default 50; 200 x 50 = 10,000 sub-calls)")
+    group.add_argument("--chunk-chars", type=_positive_int, default=2000,
+                       help="context characters per sub-call prompt (default 2000)")
+
+
+def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``bench`` (with ``harness``, ``context``, ``notebook``, ``all``)."""
+    bench = subparsers.add_parser(
+        "bench", help="benchmarks: harness speed vs rlms, context scale, notebook scale",
+        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kinds = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK")
+    harness = kinds.add_parser("harness", help="our loop against the official rlms library",
+                               description="Per-step overhead, batched sub-calls and peak memory, side by side.")
+    _harness_options(harness)
+    _common(harness)
+    context = kinds.add_parser("context", help="10 MB / 100 MB / 1 GB contexts",
+                               description="Load time, memory, context description and print(context).")
+    _context_options(context)
+    _common(context)
+    notebook = kinds.add_parser("notebook", help="the .ipynb of a 10,000-sub-call run",
+                                description="Size, save and re-open time of a long run's notebook.")
+    _notebook_options(notebook)
+    _common(notebook)
+    everything = kinds.add_parser("all", help="harness, context and notebook in turn")
+    _harness_options(everything)
+    _context_options(everything)
+    _notebook_options(everything)
+    _common(everything)
+    return bench
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args`` name; print the report (or JSON)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from . import BenchError, quiet, stderr_progress, update_markdown
+
+    command = getattr(args, "bench_command", None)
+    if command not in ("harness", "context", "notebook", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook or all "
+              "(rlm-kernel bench --help).", file=sys.stderr)
+        return EXIT_USAGE
+    progress = quiet if args.quiet else stderr_progress
+    names = ("harness", "context", "notebook") if command == "all" else (command,)
+    reports: dict[str, Any] = {}
+    try:
+        for name in names:
+            module, results = _run_one(name, args, progress)
+            reports[name] = results
+            if args.write_md:
+                update_markdown(args.write_md, name, module.format_markdown(results), results["machine"])
+            if not args.json:
+                print(module.format_text(results), flush=True)
+                if len(names) > 1:
+                    print(flush=True)
+    except BenchError as error:
+        print(f"rlm-kernel bench: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.write_md:
+        progress(f"wrote {args.write_md}")
+    if args.json:
+        payload = reports[names[0]] if len(names) == 1 else reports
+        print(json.dumps(payload, default=str, ensure_ascii=False))
+    return EXIT_OK
+
+
+def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, dict[str, Any]]:
+    if name == "harness":
+        from . import harness as module
+
+        results = module.run_harness(
+            steps=args.steps, context_chars=args.context_chars, prompts=args.prompts, latency=args.latency,
+            repeats=args.repeats, harnesses=args.harnesses, progress=progress, nodelay=not args.stock_server,
+        )
+    elif name == "context":
+        from . import context_scale as module
+
+        sizes = [size for group in args.sizes for size in group]
+        results = module.run_context(sizes=sizes, directory=args.tmpdir, progress=progress)
+    else:
+        from . import notebook_scale as module
+
+        results = module.run_notebook(
+            steps=args.nb_steps, per_step=args.subcalls_per_step, chunk_chars=args.chunk_chars, progress=progress,
+        )
+    return module, results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -c 'from rlm_kernel.bench.cli import main; main()'``)
+    until ``rlm-kernel bench`` is wired into the main command line."""
+    parser = argparse.ArgumentParser(prog="rlm-kernel")
+    add_bench_parser(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command != "bench":
+        parser.print_help()
+        return EXIT_USAGE
+    return run_bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Rebuilding a run's message history from a notebook, as the notebook is
+now: edited code and its new outputs, edited or deleted markdown, and cells
+a person added (told to the root model as the user's interventions).
+
+This is what "continue from here" and ``rlm-kernel run --resume`` stand on.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import prompts
+from .capture import outputs_view
+from .protocol import cell_feedback
+
+AGENT_ROLES = ("thought", "code", "answer")
+
+
+@dataclass
+class Rebuilt:
+    run_id: str
+    query: str
+    options: dict[str, Any]
+    messages: list[dict[str, Any]]
+    next_step: int
+    query_index: int
+    last_index: int
+    interventions: int = 0
+    sources: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def rlm_meta(cell: Any) -> dict[str, Any]:
+    return (cell.get("metadata") or {}).get("rlm") or {}
+
+
+def is_agent_cell(cell: Any, run_id: str | None = None) -> bool:
+    meta = rlm_meta(cell)
+    return meta.get("role") in AGENT_ROLES and (run_id is None or meta.get("run_id") == run_id)
+
+
+def parse_query_cell(source: str) -> tuple[str, dict[str, Any]]:
+    """Split a ``%%rlm --flags`` cell into its query and its options."""
+    first, _, body = source.partition("\n")
+    options: dict[str, Any] = {}
+    words = shlex.split(first[len("%%rlm"):]) if first.startswith("%%rlm") else []
+    key = None
+    for word in words:
+        if word.startswith("--"):
+            key = word[2:].replace("-", "_")
+            options[key] = True
+        elif key is not None:
+            options[key] = word
+            key = None
+    return body.strip(), options
+
+
+def find_query_cell(cells: list[Any], upto: int) -> int | None:
+    """The index of the last ``%%rlm`` query cell at or above ``upto``."""
+    for index in range(min(upto, len(cells) - 1), -1, -1):
+        cell = cells[index]
+        if rlm_meta(cell).get("role") == "query" or (
+            cell.get("cell_type") == "code" and _source(cell).startswith("%%rlm")
+        ):
+            return index
+    return None
+
+
+def rebuild(
+    cells: list[Any],
+    upto: int,
+    context: Any,
+    *,
+    sources: list[str] | None = None,
+    view_limit: int = 10_000,
+) -> Rebuilt:
+    """The messages a root model would have seen had the run reached cell
+    ``upto`` (inclusive) with the notebook as it is now."""
+    if not cells:
+        raise ValueError("the notebook has no cells")
+    upto = max(0, min(upto, len(cells) - 1))
+    query_index = find_query_cell(cells, upto)
+    if query_index is None:
+        raise ValueError("no %%rlm cell at or above that cell to continue from")
+    query_cell = cells[query_index]
+    query, options = parse_query_cell(_source(query_cell))
+    run_id = rlm_meta(query_cell).get("run_id") or _run_of_next_agent_cell(cells, query_index) or ""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": prompts.SYSTEM_PROMPT},
+        {"role": "user", "content": prompts.first_message(context, query, sources)},
+    ]
+    reply: list[str] = []
+    feedback: list[str] = []
+    interventions = 0
+    step = 0
+    current_step = None
+
+    def close_step() -> None:
+        if reply:
+            messages.append({"role": "assistant", "content": "\n\n".join(reply)})
+            reply.clear()
+
+    for index in range(query_index + 1, upto + 1):
+        cell = cells[index]
+        meta = rlm_meta(cell)
+        if meta.get("superseded"):
+            continue
+        if is_agent_cell(cell, run_id) and meta.get("role") != "answer":
+            cell_step = meta.get("step")
+            if cell_step != current_step:
+                _flush_feedback(messages, feedback, reply, close_step)
+                current_step = cell_step
+            step = max(step, int(cell_step or 0))
+            if cell.get("cell_type") == "markdown":
+                if _source(cell).strip():
+                    reply.append(_source(cell))
+            else:
+                reply.append(f"```repl\n{_source(cell)}\n```")
+                if meta.get("status") == "skipped" or cell.get("execution_count") is None and not cell.get("outputs"):
+                    feedback.append("A code block was not run.")
+                else:
+                    view, chars = outputs_view(cell.get("outputs") or [], view_limit)
+                    status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"
+                    feedback.append(cell_feedback(cell.get("execution_count"), status, view, chars))
+            continue
+        if meta.get("role") in ("answer", "context", "query"):
+            continue
+        text = _intervention(cell, view_limit)
+        if text:
+            interventions += 1
+            close_step()
+            feedback.append(text)
+            current_step = None
+    _flush_feedback(messages, feedback, reply, close_step, final=True)
+    if messages[-1]["role"] == "assistant":
+        messages.append({"role": "user", "content": "Continue."})
+    return Rebuilt(run_id=run_id, query=query, options=options, messages=messages, next_step=step + 1,
+                   query_index=query_index, last_index=upto, interventions=interventions, sources=sources)
+
+
+def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: list[str],
+                    close_step: Any, final: bool = False) -> None:
+    close_step()
+    if feedback:
+        text = "\n\n".join(feedback)
+        if messages[-1]["role"] == "user":
+            messages[-1]["content"] += "\n\n" + text
+        else:
+            messages.append({"role": "user", "content": text})
+        feedback.clear()
+
+
+def _intervention(cell: Any, view_limit: int) -> str:
+    source = _source(cell).strip()
+    if cell.get("cell_type") == "markdown":
+        return f"The user wrote a note:\n{source}" if source else ""
+    if cell.get("cell_type") != "code" or not source:
+        return ""
+    view, chars = outputs_view(cell.get("outputs") or [], view_limit)
+    out = f"\nIts output ({chars:,} characters):\n{view.rstrip()}" if view.strip() else "\nIt printed nothing."
+    return f"The user stepped in and ran this cell in the same session:\n```python\n{source}\n```{out}"
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _run_of_next_agent_cell(cells: list[Any], start: int) -> str | None:
+    for cell in cells[start + 1:]:
+        run_id = rlm_meta(cell).get("run_id")
+        if run_id:
+            return run_id
+    return None
+
