@@ -1,0 +1,327 @@
+/**
+ * One notebook's live view of RLM runs: applies the kernel's ops to the
+ * notebook model and feeds the output router and the status bar.
+ */
+import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
+import type { DocumentRegistry } from '@jupyterlab/docregistry';
+import type { INotebookModel, Notebook } from '@jupyterlab/notebook';
+import type { IDisposable } from '@lumino/disposable';
+import { type ISignal, Signal } from '@lumino/signaling';
+
+import {
+  cellById,
+  codeCellById,
+  insertCellAfter,
+  mergeRlmMetadata,
+  type NewCell,
+  untracked
+} from './cells';
+import { KernelLink } from './connection';
+import type {
+  ICellFinished,
+  ICellStarted,
+  IInsertCell,
+  IResync,
+  IRunEnded,
+  IRunStarted,
+  IStatus,
+  KernelOp
+} from './protocol';
+import { OutputRouter } from './router';
+import type { IRunStatusSource } from './statusbar';
+
+interface IRun {
+  anchorCellId: string | null;
+  /** Ids of the cells this page inserted or saw for the run, in order. */
+  cellIds: string[];
+}
+
+/** How many unplaceable inserts to keep while waiting for a `resync`. */
+const MAX_PENDING = 500;
+
+export class LiveNotebook implements IDisposable, IRunStatusSource {
+  constructor(
+    private readonly context: DocumentRegistry.IContext<INotebookModel>,
+    private readonly views: () => Notebook[]
+  ) {
+    this.router = new OutputRouter(cellId => codeCellById(this.model, cellId));
+    this.link = new KernelLink(
+      context.sessionContext,
+      {
+        onOp: op => this.apply(op),
+        onIOPub: msg => this.router.route(msg)
+      },
+      () => context.path
+    );
+  }
+
+  get statusChanged(): ISignal<this, void> {
+    return this._statusChanged;
+  }
+
+  get status(): IStatus | null {
+    return this._status;
+  }
+
+  get statusReceivedAt(): number {
+    return this._statusReceivedAt;
+  }
+
+  get isDisposed(): boolean {
+    return this.link.isDisposed;
+  }
+
+  dispose(): void {
+    this.link.dispose();
+    Signal.clearData(this);
+  }
+
+  private get model(): INotebookModel {
+    return this.context.model;
+  }
+
+  private apply(op: KernelOp): void {
+    switch (op.op) {
+      case 'run_started':
+        return this.runStarted(op);
+      case 'insert_cell':
+        return this.insertCell(op);
+      case 'cell_started':
+        return this.cellStarted(op);
+      case 'cell_finished':
+        return this.cellFinished(op);
+      case 'status':
+        return this.setStatus(op);
+      case 'run_ended':
+        return this.runEnded(op);
+      case 'resync':
+        return this.resync(op);
+    }
+  }
+
+  private run(runId: string): IRun {
+    let run = this.runs.get(runId);
+    if (!run) {
+      run = { anchorCellId: null, cellIds: [] };
+      this.runs.set(runId, run);
+    }
+    return run;
+  }
+
+  private runStarted(op: IRunStarted): void {
+    const run = this.run(op.run_id);
+    run.anchorCellId = op.anchor_cell_id;
+    this.setStatus({
+      protocol: op.protocol,
+      op: 'status',
+      run_id: op.run_id,
+      state: 'running',
+      iteration: 0,
+      max_iterations: op.max_iterations,
+      depth: op.depth,
+      subcalls: 0,
+      tokens: 0,
+      cost_usd: null,
+      elapsed_s: 0
+    });
+  }
+
+  private insertCell(op: IInsertCell): void {
+    if (!this.tryInsert(op)) {
+      // Neither the cell it follows nor the run's anchor is here: a page
+      // reloaded mid-run missed `run_started`. A `resync` brings the run
+      // back, then this insert is retried.
+      this.pending.push(op);
+      this.pending.splice(0, this.pending.length - MAX_PENDING);
+      return;
+    }
+    this.retryPending();
+  }
+
+  private tryInsert(op: IInsertCell): boolean {
+    const run = this.run(op.run_id);
+    const cell: NewCell = { ...op.cell, source: joinSource(op.cell.source) };
+    if (cell.cell_type === 'code') {
+      cell.outputs = [];
+      cell.execution_count = null;
+    }
+    const after = cellById(this.model, op.after_cell_id)
+      ? op.after_cell_id
+      : this.lastPlacedCell(run);
+    const inserted = after ? insertCellAfter(this.model, after, cell) : null;
+    if (!inserted) {
+      return false;
+    }
+    this.remember(run, inserted.id);
+    if (isMarkdownCellModel(inserted)) {
+      this.showRendered(inserted.id);
+    }
+    return true;
+  }
+
+  /**
+   * Where a run continues when the cell an insert names is missing: after the
+   * run's last cell this page has, else after its anchor. A later `resync`
+   * fills the gap in order, since it inserts each missing cell after its
+   * predecessor.
+   */
+  private lastPlacedCell(run: IRun): string | null {
+    for (let i = run.cellIds.length - 1; i >= 0; i--) {
+      if (cellById(this.model, run.cellIds[i])) {
+        return run.cellIds[i];
+      }
+    }
+    const anchor = run.anchorCellId;
+    return anchor && cellById(this.model, anchor) ? anchor : null;
+  }
+
+  private retryPending(): void {
+    let progressed = true;
+    while (progressed && this.pending.length) {
+      progressed = false;
+      for (const op of [...this.pending]) {
+        if (this.tryInsert(op)) {
+          this.pending.splice(this.pending.indexOf(op), 1);
+          progressed = true;
+        }
+      }
+    }
+  }
+
+  private cellStarted(op: ICellStarted): void {
+    this.router.follow(op.msg_id, op.cell_id);
+    this.remember(this.run(op.run_id), op.cell_id);
+    const cell = codeCellById(this.model, op.cell_id);
+    if (cell) {
+      cell.executionState = 'running';
+    }
+  }
+
+  private cellFinished(op: ICellFinished): void {
+    const cell = cellById(this.model, op.cell_id);
+    if (!cell) {
+      return;
+    }
+    const patch = op.metadata;
+    if (patch) {
+      untracked(this.model, () => mergeRlmMetadata(cell, patch));
+    }
+    const code = codeCellById(this.model, op.cell_id);
+    if (code) {
+      code.executionCount = op.execution_count;
+      code.executionState = 'idle';
+    }
+  }
+
+  private setStatus(op: IStatus): void {
+    this._status = op;
+    this._statusReceivedAt = performance.now();
+    this._statusChanged.emit();
+  }
+
+  private runEnded(op: IRunEnded): void {
+    const run = this.run(op.run_id);
+    this.pending = this.pending.filter(p => p.run_id !== op.run_id);
+    this.router.stop(run.cellIds);
+    for (const cellId of run.cellIds) {
+      const cell = codeCellById(this.model, cellId);
+      if (cell && cell.executionState === 'running') {
+        cell.executionState = 'idle';
+      }
+    }
+    const last = this._status;
+    const sameRun = last?.run_id === op.run_id;
+    if (last && (sameRun ? last.state === 'ended' : last.state === 'running')) {
+      // Already final, or another run (a nested one) still owns the display.
+      return;
+    }
+    const base: IStatus = last && sameRun ? last : emptyStatus(op);
+    this.setStatus({
+      ...base,
+      state: 'ended',
+      reason: op.reason,
+      elapsed_s:
+        base.state === 'running'
+          ? base.elapsed_s + (performance.now() - this._statusReceivedAt) / 1000
+          : base.elapsed_s
+    });
+  }
+
+  /** Insert every listed cell the notebook lacks, in order, below the anchor. */
+  private resync(op: IResync): void {
+    const run = this.run(op.run_id);
+    run.anchorCellId = op.anchor_cell_id;
+    let previous = op.anchor_cell_id;
+    for (const cell of op.cells) {
+      const id = cell.id;
+      if (typeof id !== 'string' || !id) {
+        continue;
+      }
+      const inserted = insertCellAfter(this.model, previous, {
+        ...cell,
+        id,
+        cell_type: cell.cell_type as NewCell['cell_type'],
+        source: joinSource(cell.source)
+      });
+      if (!inserted) {
+        // The anchor itself is missing (unsaved notebook reloaded): nothing
+        // to hang the run on.
+        console.warn(`rlm-kernel: resync could not place cell ${id}`);
+        return;
+      }
+      this.remember(run, id);
+      if (isMarkdownCellModel(inserted)) {
+        this.showRendered(id);
+      }
+      previous = id;
+    }
+    this.retryPending();
+  }
+
+  private remember(run: IRun, cellId: string): void {
+    if (!run.cellIds.includes(cellId)) {
+      run.cellIds.push(cellId);
+    }
+  }
+
+  private showRendered(cellId: string): void {
+    for (const notebook of this.views()) {
+      for (const widget of notebook.widgets) {
+        if (widget.model.id === cellId && widget instanceof MarkdownCell) {
+          widget.rendered = true;
+        }
+      }
+    }
+  }
+
+  private readonly link: KernelLink;
+  private readonly router: OutputRouter;
+  private readonly runs = new Map<string, IRun>();
+  private pending: IInsertCell[] = [];
+  private _status: IStatus | null = null;
+  private _statusReceivedAt = 0;
+  private readonly _statusChanged = new Signal<this, void>(this);
+}
+
+function joinSource(source: string | string[] | undefined): string {
+  if (source === undefined) {
+    return '';
+  }
+  return typeof source === 'string' ? source : source.join('');
+}
+
+function emptyStatus(op: IRunEnded): IStatus {
+  return {
+    protocol: op.protocol,
+    op: 'status',
+    run_id: op.run_id,
+    state: 'ended',
+    iteration: 0,
+    max_iterations: 0,
+    depth: 0,
+    subcalls: 0,
+    tokens: 0,
+    cost_usd: null,
+    elapsed_s: 0
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * The status bar item: progress of the current notebook's run.
+ *
+ *   RLM step 3/20 · depth 0 · 12 sub-calls · 48.2k tok · $0.0213 · 1:07
+ */
+import { type ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import type { IStatus } from './protocol';
+
+/** Where the item reads a notebook's latest status from. */
+export interface IRunStatusSource {
+  readonly status: IStatus | null;
+  /** `performance.now()` when `status` arrived, to keep the clock ticking. */
+  readonly statusReceivedAt: number;
+  readonly statusChanged: ISignal<IRunStatusSource, void>;
+}
+
+export function formatStatus(status: IStatus, elapsedS: number): string {
+  const parts = [
+    `RLM step ${status.iteration}/${status.max_iterations}`,
+    `depth ${status.depth}`,
+    `${status.subcalls} sub-call${status.subcalls === 1 ? '' : 's'}`,
+    `${formatTokens(status.tokens)} tok`,
+    formatCost(status.cost_usd),
+    formatClock(elapsedS)
+  ];
+  if (status.state === 'ended') {
+    parts.push(status.reason ? `ended: ${status.reason}` : 'ended');
+  }
+  return parts.join(' · ');
+}
+
+export function formatTokens(tokens: number): string {
+  if (tokens < 1000) {
+    return String(tokens);
+  }
+  if (tokens < 1_000_000) {
+    return `${(tokens / 1000).toFixed(1)}k`;
+  }
+  return `${(tokens / 1_000_000).toFixed(2)}M`;
+}
+
+export function formatCost(costUsd: number | null): string {
+  if (costUsd === null || !Number.isFinite(costUsd)) {
+    return 'cost ?';
+  }
+  return costUsd < 1 ? `$${costUsd.toFixed(4)}` : `$${costUsd.toFixed(2)}`;
+}
+
+export function formatClock(seconds: number): string {
+  const total = Math.max(0, Math.floor(seconds));
+  const minutes = Math.floor(total / 60);
+  const rest = String(total % 60).padStart(2, '0');
+  return `${minutes}:${rest}`;
+}
+
+export class RunStatusItem extends Widget {
+  constructor() {
+    super();
+    this.addClass('rlm-status');
+    this.node.title = 'Recursive Language Model run';
+  }
+
+  /** Emitted when the item should be shown or hidden. */
+  get activeChanged(): ISignal<this, void> {
+    return this._activeChanged;
+  }
+
+  /** Shown only while the current notebook has a run status. */
+  get isActive(): boolean {
+    return this._source?.status != null;
+  }
+
+  /** The current notebook's status source (null when no notebook). */
+  set source(source: IRunStatusSource | null) {
+    if (this._source === source) {
+      return;
+    }
+    this._source?.statusChanged.disconnect(this.refresh, this);
+    this._source = source;
+    source?.statusChanged.connect(this.refresh, this);
+    this.refresh();
+  }
+
+  dispose(): void {
+    this.source = null;
+    this.stopClock();
+    super.dispose();
+  }
+
+  private refresh(): void {
+    const wasActive = this.node.dataset.active === 'true';
+    const status = this._source?.status ?? null;
+    this.node.dataset.active = String(status !== null);
+    if (status === null) {
+      this.node.textContent = '';
+      this.stopClock();
+    } else {
+      this.render();
+      this.node.dataset.state = status.state;
+      if (status.state === 'running') {
+        this.startClock();
+      } else {
+        this.stopClock();
+      }
+    }
+    if (wasActive !== (status !== null)) {
+      this._activeChanged.emit();
+    }
+  }
+
+  private render(): void {
+    const source = this._source;
+    const status = source?.status;
+    if (!source || !status) {
+      return;
+    }
+    const sinceReceipt =
+      status.state === 'running'
+        ? (performance.now() - source.statusReceivedAt) / 1000
+        : 0;
+    this.node.textContent = formatStatus(status, status.elapsed_s + sinceReceipt);
+  }
+
+  private startClock(): void {
+    if (this.clock === null) {
+      this.clock = window.setInterval(() => this.render(), 1000);
+    }
+  }
+
+  private stopClock(): void {
+    if (this.clock !== null) {
+      window.clearInterval(this.clock);
+      this.clock = null;
+    }
+  }
+
+  private _source: IRunStatusSource | null = null;
+  private clock: number | null = null;
+  private readonly _activeChanged = new Signal<this, void>(this);
+}
