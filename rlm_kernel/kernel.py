@@ -56,6 +56,17 @@ class RLMKernel(IPythonKernel):
         # litellm takes seconds to import; warm it up without delaying the kernel's start.
         threading.Thread(target=_warm_up, name="rlm-warm-up", daemon=True).start()
 
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
+                         **kwargs: Any) -> dict[str, Any]:
+        number = self.shell.execution_count
+        reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
+        # The generated cells used the numbers after this one; ipykernel would
+        # report the last of them as the %%rlm cell's own.
+        if store_history and not silent and _rlm_cell_to_await([code]) != [code] and "execution_count" in reply:
+            reply["execution_count"] = number
+        return reply
+
     @contextmanager
     def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:
         """Interrupt cancels an awaiting cell. ipykernel 7.4 schedules the

@@ -111,18 +111,13 @@ class RLMMagics(Magics):
         kernel keeps handling comm messages (a reloaded page) during the run."""
         from .engine.driver import run_here_async
 
-        shell = self.shell
-        number = shell.execution_count
         try:
             run, finish = self._prepare(line, cell)
         except RLMError as error:
             raise UsageError(str(error)) from None
-        # Generated cells take the numbers after this cell's own.
-        shell.execution_count = number + 1
-        try:
-            finish(await run_here_async(run))
-        finally:
-            shell.execution_count = max(number, shell.execution_count - 1)
+        # IPython already counted this cell, so generated cells take the
+        # numbers after its own; the kernel's reply keeps this cell's number.
+        finish(await run_here_async(run))
 
     def _prepare(self, line: str, cell: str) -> tuple[Any, Any]:
         from .api import RLM, context_cell

@@ -402,7 +402,12 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 def md_table(rows: list[list[str]], header: list[str]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    def cell(value: Any) -> str:
+        text = str(value)
+        stripped = text.lstrip(" ")
+        return "&nbsp;&nbsp;" * ((len(text) - len(stripped)) // 2) + stripped  # keep the indent of sub-rows
+
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
 
 

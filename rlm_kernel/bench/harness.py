@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -156,6 +157,9 @@ class _Ours:
             os.remove(output)
         return info
 
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
 
 class _Rlms:
     name = "rlms"
@@ -192,6 +196,9 @@ class _Rlms:
             rlm.close()
         return {"answer": result.response}
 
+    def close(self) -> None:
+        pass
+
 
 def _harness(cfg: dict[str, Any]) -> _Ours | _Rlms:
     return _Ours(cfg) if cfg["harness"] == "ours" else _Rlms(cfg)
@@ -226,6 +233,7 @@ def child_steps(cfg: dict[str, Any]) -> dict[str, Any]:
                     "wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu})
         runs.append(run)
     info.update({"runs": runs, "peak_rss_bytes": maxrss_bytes()})
+    harness.close()
     return info
 
 
@@ -245,6 +253,7 @@ def child_batched(cfg: dict[str, Any]) -> dict[str, Any]:
         run.update({"label": "cold" if i == 0 else "warm", "wall_s": wall, "cell_batch_s": elapsed, "ok": ok})
         runs.append(run)
     info.update({"runs": runs, "peak_rss_bytes": maxrss_bytes()})
+    harness.close()
     return info
 
 
@@ -533,12 +542,20 @@ def format_markdown(results: dict[str, Any]) -> str:
         "",
         md_table(rows["batched"], header),
         "",
+        "Memory of each harness's processes (peak: ru_maxrss of the child from wait4, the larger of its two "
+        "children; after imports: VmRSS before the first run):",
+        "",
         md_table(rows["memory"], header),
         "",
         "Targets:",
         "",
         *("- " + line for line in _target_lines(results)),
         *(["", *("Note: " + n for n in notes)] if notes else []),
+        "",
+        "The stock scripted server (`rlm_kernel.testing.server`) answers with two writes and leaves Nagle's "
+        "algorithm on, so every request waits ~40 ms for the client's delayed ACK; this benchmark sets "
+        "TCP_NODELAY so that \"the model replies at once\" holds. `--stock-server` keeps the delay and gives "
+        "rlms figures close to the ones the issue quotes (~85-90 ms per step, ~3 s for the batch).",
     ])
 
 

@@ -89,7 +89,7 @@ class LiveSink(Sink):
             return
         meta = cell.metadata.get("rlm", {})
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
-                   status=meta.get("status", "ok"), metadata=_plain(cell.metadata))
+                   status=meta.get("status", "ok"), metadata=_plain(meta))
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:

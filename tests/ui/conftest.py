@@ -55,7 +55,8 @@ import json, os
 def _rlm_ui_hello_probe(comm, msg):
     with open(os.environ["RLM_UI_HELLO_LOG"], "a") as log:
         log.write(json.dumps(msg["content"]["data"]) + "\\n")
-get_ipython().kernel.comm_manager.register_target("rlm", _rlm_ui_hello_probe)
+if not hasattr(get_ipython().kernel, "rlm_channel"):  # the RLM kernel has its own target
+    get_ipython().kernel.comm_manager.register_target("rlm", _rlm_ui_hello_probe)
 del _rlm_ui_hello_probe
 """
 
