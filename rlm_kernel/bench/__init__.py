@@ -358,9 +358,12 @@ def parse_size(text: str) -> int:
     cleaned = text.strip().upper().replace("_", "").replace(" ", "")
     number = cleaned.rstrip("KMGIB")
     unit = cleaned[len(number):]
-    if unit not in _UNITS or not number:
-        raise ValueError(f"not a size: {text!r} (use e.g. 10MB, 1GB, 500000)")
-    value = float(number) * _UNITS[unit]
+    try:
+        if unit not in _UNITS:
+            raise ValueError
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (use e.g. 10MB, 1GB, 500000)") from None
     if value < 1:
         raise ValueError(f"size must be positive: {text!r}")
     return int(value)

@@ -367,7 +367,7 @@ def format_markdown(results: dict[str, Any]) -> str:
         "## Context scale",
         "",
         "`rlm-kernel bench context`: ASCII text files generated in a temp dir, each size measured in a "
-        "child process of its own (file in the page cache; best of two alternating reads). Extra memory is "
+        "child process of its own (file in the page cache; best of 2 to 20 alternating reads, more for small files). Extra memory is "
         "over the process's resident size before the phase (VmHWM reset through /proc/self/clear_refs). "
         "The print(context) run is a 2-step scripted run whose first cell prints the whole context.",
         "",

@@ -108,12 +108,17 @@ def child_notebook(cfg: dict[str, Any]) -> dict[str, Any]:
     original_write(nb, again)  # validate + atomic write, as at the end of a run
     save_s = time.perf_counter() - started
 
-    started = time.perf_counter()
-    reopened = nbformat.read(path, as_version=4)
-    read_s = time.perf_counter() - started
-    started = time.perf_counter()
-    nbformat.validate(reopened)
-    validate_s = time.perf_counter() - started
+    # The first read and validate in a process also build nbformat's validator;
+    # the second pair shows the steady cost.
+    timings = []
+    for _ in range(2):
+        started = time.perf_counter()
+        reopened = nbformat.read(path, as_version=4)
+        read_s = time.perf_counter() - started
+        started = time.perf_counter()
+        nbformat.validate(reopened)
+        timings.append((read_s, time.perf_counter() - started))
+    (first_read_s, first_validate_s), (read_s, validate_s) = timings
 
     recorded = 0
     subcall_json = 0
@@ -143,6 +148,7 @@ def child_notebook(cfg: dict[str, Any]) -> dict[str, Any]:
         "example_record": first_record,
         "sink_writes": len(writes), "sink_write_s": sum(writes), "sink_last_write_s": writes[-1] if writes else None,
         "save_s": save_s, "read_s": read_s, "validate_s": validate_s, "reopen_s": read_s + validate_s,
+        "first_read_s": first_read_s, "first_validate_s": first_validate_s,
     }
 
 
@@ -208,8 +214,8 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
         ["run wall time", f"{r['run_s']:.1f} s"],
         ["  notebook writes during the run", f"{r['sink_writes']} writes, {r['sink_write_s']:.2f} s in total"],
         ["save the finished notebook (validate + write)", f"{r['save_s']:.3f} s"],
-        ["re-open: nbformat.read", f"{r['read_s']:.3f} s"],
-        ["re-open: nbformat.validate", f"{r['validate_s']:.3f} s"],
+        ["re-open: nbformat.read (first in the process / again)", f"{r['first_read_s']:.3f} s / {r['read_s']:.3f} s"],
+        ["re-open: nbformat.validate (first / again)", f"{r['first_validate_s']:.3f} s / {r['validate_s']:.3f} s"],
         ["peak RSS of the run's process", mib(r["child"]["maxrss_bytes"])],
     ]
 

@@ -41,7 +41,12 @@ class BoundedText:
             take = text[: self.head_limit - self._head_len]
             self._head.append(take)
             self._head_len += len(take)
-            text = text[len(take) :]
+            if len(text) - len(take) > self.tail_limit:
+                text = text[-self.tail_limit :]
+            else:
+                text = text[len(take) :]
+        if len(text) > self.tail_limit:
+            text = text[-self.tail_limit :]  # slice only what the tail keeps (no copy of gigabytes)
         if text:
             self._tail.append(text)
             self._tail_len += len(text)

@@ -98,7 +98,8 @@ def _read_text(path: Path, encoding: str, skippable: bool) -> str | None:
                 if skippable:
                     return None
                 raise ContextError(f"{str(path)!r} looks binary (it contains NUL bytes); give a text file.")
-            data = head + handle.read()
+            handle.seek(0)
+            data = handle.read()  # one read: no second full-size copy
     except PermissionError:
         raise ContextError(f"Permission denied reading {str(path)!r}.") from None
     except OSError as error:

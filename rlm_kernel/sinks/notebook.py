@@ -44,13 +44,17 @@ class NotebookSink(Sink):
         self.path = Path(path)
         self.interval = interval
         self._last = 0.0
+        self._gap = interval
 
     def _write(self, run: Run, result: RunResult | None = None) -> None:
+        started = time.monotonic()
         write_notebook(run.notebook(result), self.path, validate=result is not None)
         self._last = time.monotonic()
+        # A big notebook takes long to write: write it less often (at most ~10% of the time).
+        self._gap = max(self.interval, 10 * (self._last - started))
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
-        if run.depth == 0 and time.monotonic() - self._last >= self.interval:
+        if run.depth == 0 and time.monotonic() - self._last >= self._gap:
             self._write(run)
 
     def run_ended(self, run: Run, result: RunResult) -> None:

@@ -89,6 +89,9 @@ class Script:
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes; without TCP_NODELAY every
+    # response waits ~40 ms for the client's delayed ACK.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
