@@ -139,8 +139,11 @@ class RLM:
             context, query, executor=executor, code_thread=CallerThread(), sink=MultiSink(*sinks),
             sources=sources, lead_cells=[context_cell(sources)],
         )
-        result = run_here(run)
-        result.notebook = run.notebook(result)
+        try:
+            result = run_here(run)
+            result.notebook = run.notebook(result)
+        finally:
+            executor.close()
         result.notebook_path = str(output) if output is not None else None
         return result
 

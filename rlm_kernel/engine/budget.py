@@ -110,6 +110,7 @@ class Budget:
         self.started = time.monotonic()
         self.deadline = self.started + limits.timeout if limits.timeout else None
         self.subcalls = 0
+        self.tripped: BudgetExceeded | None = None  # the sub-call budget, once code hit it
         self._lock = threading.Lock()
 
     def elapsed(self) -> float:
@@ -118,6 +119,8 @@ class Budget:
     def exhausted(self) -> BudgetExceeded | None:
         """The first limit that is used up, if any."""
         limits = self.limits
+        if self.tripped is not None:
+            return self.tripped
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return BudgetExceeded(f"The run's time limit of {limits.timeout:g} s was reached.", reason="timeout")
         if limits.max_tokens is not None and self.ledger.tokens >= limits.max_tokens:
@@ -138,9 +141,10 @@ class Budget:
             limit = self.limits.max_subcalls
             if limit is not None and self.subcalls + count > limit:
                 left = limit - self.subcalls
-                raise BudgetExceeded(
+                self.tripped = BudgetExceeded(
                     f"The sub-call budget of {limit:,} is used up ({left:,} left, {count:,} asked for)."
                 )
+                raise self.tripped
             self.subcalls += count
 
     def charge(self, completion: Completion) -> None:

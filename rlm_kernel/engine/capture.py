@@ -172,6 +172,8 @@ class CellCapture:
             parts.append(text)
             total += len(text)
         text = "".join(parts)
+        if len(text) <= limit:
+            return text, total  # any omission is already marked inside the text
         return truncate_middle(text, limit, total=max(total, len(text))), total
 
 

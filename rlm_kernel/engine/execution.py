@@ -43,6 +43,9 @@ class Executor:
     def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Let go of the namespace (a finished headless run must not keep its context alive)."""
+
 
 def _finish(capture: CellCapture, status: str, error_name: str | None, count: int | None,
             started: float, view_limit: int) -> CellResult:
@@ -183,6 +186,16 @@ class ShellExecutor(Executor):
         self.passthrough = passthrough
         self.max_stored_chars = max_stored_chars
         install_shell_hooks(shell)
+
+    def close(self) -> None:
+        shell = self.shell
+        if isinstance(shell, HeadlessShell) and shell is not InteractiveShell._instance:
+            import atexit
+
+            atexit.unregister(shell.atexit_operations)
+            shell.user_ns.clear()
+            shell.user_ns_hidden.clear()
+            shell.displayhook.flush()
 
     @property
     def namespace(self) -> dict[str, Any]:

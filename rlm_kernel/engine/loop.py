@@ -140,11 +140,19 @@ class Run:
         self._answer_dict: dict[str, Any] = {"content": "", "ready": False}
         self._last_status = 0.0
         self._installed = False
+        self._entries: dict[str, Any] | None = None
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- namespace -------------------------------------------------------------
     def _namespace_entries(self) -> dict[str, Any]:
+        # Built once: bound methods are new objects on every access, and the
+        # restore check compares identities.
+        if self._entries is None:
+            self._entries = self._make_entries()
+        return self._entries
+
+    def _make_entries(self) -> dict[str, Any]:
         return {
             "context": self.context,
             "llm_query": self.helpers.llm_query,
@@ -164,6 +172,7 @@ class Run:
         current_answer = namespace.get("answer")
         if isinstance(current_answer, dict) and current_answer is not self._answer_dict and current_answer.get("ready"):
             self._answer_dict = current_answer  # the code rebuilt the answer dict wholesale
+            self._namespace_entries()["answer"] = current_answer
         restored = []
         for name, value in self._namespace_entries().items():
             if namespace.get(name, _MISSING) is not value:
@@ -328,6 +337,7 @@ class Run:
     async def _step(self, step: int, reply: str) -> tuple[str, tuple[str | None, Any] | None]:
         """Write the reply's cells, run its code; return feedback and the answer if final."""
         segments = split_reply(reply)
+        limits = self.tree.limits
         usage: dict[str, Any] | None = self._root_usage
         feedback: list[str] = []
         marker = None
@@ -354,7 +364,9 @@ class Run:
             feedback.append(self._feedback(result))
             if result.status == "interrupted":
                 self.tree.stopping = self.tree.stopping or "interrupted"
-                raise _Stop(self.tree.stopping or "interrupted", "The run was interrupted.")
+                if self.tree.stopping == "timeout":
+                    raise _Stop("timeout", f"The run's time limit of {limits.timeout:g} s was reached during a cell.")
+                raise _Stop(self.tree.stopping, "The run was interrupted.")
             problem = self.tree.budget.exhausted()
             if result.error_name == "BudgetExceeded" or problem is not None:
                 problem = problem or BudgetExceeded("A budget was used up during the cell.")
@@ -402,11 +414,20 @@ class Run:
         self.sink.cell_started(self, cell)
         timer = None
         timed_out = threading.Event()
-        if limits.cell_timeout:
+        deadline = self.tree.budget.deadline
+        run_left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        waits = [w for w in (limits.cell_timeout, run_left) if w is not None]
+        if waits:
+            ends_run = run_left is not None and run_left <= (limits.cell_timeout or run_left)
+
             def expire() -> None:
-                timed_out.set()
+                if ends_run:
+                    self.tree.stopping = self.tree.stopping or "timeout"
+                else:
+                    timed_out.set()
                 self.code_thread.interrupt()
-            timer = asyncio.get_running_loop().call_later(limits.cell_timeout, expire)
+
+            timer = asyncio.get_running_loop().call_later(min(waits), expire)
         try:
             result = await self.code_thread.run(
                 lambda: (self._restore_namespace(), self.executor.execute(

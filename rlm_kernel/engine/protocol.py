@@ -110,7 +110,9 @@ def truncate_middle(text: str, limit: int, total: int | None = None) -> str:
     was left out. ``total`` is the true length when ``text`` is itself a
     bounded copy."""
     total = len(text) if total is None else total
-    if len(text) <= limit and total == len(text):
+    if len(text) <= limit:
+        if total > len(text):  # a bounded copy: say how much it left out
+            return f"{text}\n[... {total - len(text):,} characters omitted ...]"
         return text
     head = text[: limit // 2]
     tail = text[len(text) - (limit - len(head)) :] if limit > len(head) else ""
