@@ -22,6 +22,18 @@ def current() -> CellCapture | None:
     return getattr(_local, "capture", None)
 
 
+class suspended:  # noqa: N801 - used as a context manager
+    """``with suspended():`` this thread's output goes on as if no cell were
+    being captured (UI updates run while a cell waits on sub-calls)."""
+
+    def __enter__(self) -> None:
+        self._previous = current()
+        _local.capture = None
+
+    def __exit__(self, *exc: object) -> None:
+        _local.capture = self._previous
+
+
 class BoundedText:
     """Keeps the first ``head_limit`` and last ``tail_limit`` characters of a
     stream and counts the rest."""

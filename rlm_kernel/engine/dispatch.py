@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from .capture import suspended
+
 T = TypeVar("T")
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -151,6 +153,7 @@ class CallerThread(CodeThread):
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         self._wake = lambda: loop.call_soon_threadsafe(wake.set)
+        wake.set()  # jobs queued before we started listening
         self.thread_id = threading.get_ident()
         try:
             while True:
@@ -188,7 +191,8 @@ class CallerThread(CodeThread):
                 if item is _STOP or (item is not _WAKE and item[1] is not None):
                     deferred.append(item)  # not ours to run inside a cell
                     continue
-                self._run_item(item)
+                with suspended():  # a status update is not the cell's output
+                    self._run_item(item)
         except KeyboardInterrupt:
             future.cancel()
             raise
