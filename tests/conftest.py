@@ -1,0 +1,71 @@
+"""Shared fixtures: a scripted OpenAI-compatible server on 127.0.0.1 (reached
+through litellm over real HTTP) and helpers to build and run an RLM on it.
+
+Everything here is a real part: the server is ``rlm_kernel.testing.server``,
+the engine is ``rlm_kernel.RLM``; nothing of ours is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+# Before anything imports litellm: never fetch the cost map from the internet.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from _helpers import ROOT, SUB  # noqa: E402
+
+from rlm_kernel.testing.server import Script, ScriptedServer  # noqa: E402
+
+
+@pytest.fixture
+def server() -> Iterator[Callable[..., ScriptedServer]]:
+    """Factory: ``srv = server(root=[...], sub=fn, latency=0.0)`` or
+    ``server(responder)``; every server started is stopped after the test."""
+    started: list[ScriptedServer] = []
+
+    def start(responder: Any = None, *, root: Any = (), sub: Callable[[str], Any] | None = None,
+              latency: float = 0.0, **script_kwargs: Any) -> ScriptedServer:
+        if responder is None:
+            responder = Script(root=root, sub=sub, **script_kwargs)
+        srv = ScriptedServer(responder, latency=latency).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        # shutdown() waits up to the server's 0.5 s poll interval: do it aside
+        threading.Thread(target=srv.stop, daemon=True).start()
+
+
+@pytest.fixture
+def make_rlm() -> Callable[..., Any]:
+    """``make_rlm(srv, **kwargs)``: an RLM on the scripted server with fast retries."""
+    from rlm_kernel import RLM
+
+    def make(srv: ScriptedServer, **kwargs: Any) -> Any:
+        kwargs.setdefault("model", ROOT)
+        kwargs.setdefault("sub_model", SUB)
+        kwargs.setdefault("api_base", srv.url)
+        kwargs.setdefault("retry_base_delay", 0.01)
+        return RLM(**kwargs)
+
+    return make
+
+
+@pytest.fixture
+def run_rlm(server: Callable[..., ScriptedServer], make_rlm: Callable[..., Any]) -> Callable[..., Any]:
+    """``result, srv = run_rlm(root=[...], sub=fn, context=..., query=..., **rlm_kwargs)``"""
+
+    def run(*, root: Any = (), sub: Any = None, responder: Any = None, context: Any = "some context text",
+            query: str = "What is in the context?", latency: float = 0.0, output: Any = None,
+            **kwargs: Any) -> tuple[Any, ScriptedServer]:
+        srv = server(responder, root=root, sub=sub, latency=latency)
+        result = make_rlm(srv, **kwargs).completion(context, query, output=output)
+        return result, srv
+
+    return run
