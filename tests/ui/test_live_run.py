@@ -52,7 +52,7 @@ def _agent_cells(page: Page) -> list[dict]:
 
 def test_live_run_fills_the_notebook(page: Page, lab_server, model_server, request) -> None:
     (lab_server.root_dir / "haystack.txt").write_text("needle " * 5000)
-    path = lab_server.write_notebook("live.ipynb", [], kernel="rlm")
+    path = lab_server.write_notebook("live-run.ipynb", [], kernel="rlm")
     open_notebook(page, lab_server, path)
     run_cell(page, "%rlm context haystack.txt")
     page.keyboard.press("Escape")
