@@ -16,6 +16,7 @@ import { markAgentCells } from './badge';
 import { LiveNotebook } from './live';
 import { saveWidgetState } from './settings';
 import { RunStatusItem } from './statusbar';
+import { keepRestoredWidgetState } from './widgetstate';
 
 const PLUGIN_ID = 'rlm-kernel:plugin';
 
@@ -51,6 +52,7 @@ function activate(
   const track = (panel: NotebookPanel) => {
     liveFor(panel);
     markAgentCells(panel);
+    keepRestoredWidgetState(panel);
   };
   tracker.forEach(track);
   tracker.widgetAdded.connect((_, panel) => track(panel));

@@ -75,8 +75,9 @@ export class OutputRouter {
     const content = msg.content as Record<string, unknown>;
     switch (msg.header.msg_type) {
       case 'execute_input':
-        cell.executionCount =
-          (content.execution_count as number | undefined) ?? null;
+        // Show [*] while it runs; the count arrives with cell_finished
+        // (setting it now would mark the cell idle).
+        cell.executionState = 'running';
         break;
       case 'stream':
       case 'error':

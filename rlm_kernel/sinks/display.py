@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from ..engine.loop import Run, RunResult
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def status_line(status: dict[str, Any]) -> str:
     cost = status.get("cost_usd")
     cost_text = "cost ?" if cost is None else f"${cost:.4f}"
@@ -25,7 +29,8 @@ def status_line(status: dict[str, Any]) -> str:
     head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
     return (
         f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')} · depth {status.get('depth', 0)}"
-        f" · {status.get('subcalls', 0)} sub-calls · {token_text} · {cost_text} · {elapsed // 60}:{elapsed % 60:02d}"
+        f" · {_plural(status.get('subcalls', 0), 'sub-call')} · {token_text} · {cost_text}"
+        f" · {elapsed // 60}:{elapsed % 60:02d}"
     )
 
 

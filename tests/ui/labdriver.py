@@ -171,3 +171,207 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20, what: str = "co
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.1)
+
+
+# -- helpers for real %%rlm runs (the RLM kernel, the scripted model server) ---
+
+_NOTEBOOK_ATTACHED = """() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  if (!panel || !panel.context || !panel.sessionContext) return false;
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return panel.context.isReady && panel.sessionContext.isReady && !!kernel
+    && kernel.connectionStatus === 'connected';
+}"""
+
+
+def wait_notebook_attached(page: Page, timeout: float = 60_000) -> None:
+    """Like wait_notebook_ready, but the kernel may be busy (a run that goes on
+    across a page reload)."""
+    page.wait_for_function("() => !!window.jupyterapp", timeout=timeout)
+    page.wait_for_function(_NOTEBOOK_ATTACHED, timeout=timeout)
+
+
+def code_cell(source: str, cell_id: str) -> dict:
+    """An nbformat code cell with a fixed id, for LabServer.write_notebook."""
+    return {"cell_type": "code", "id": cell_id, "source": source, "metadata": {},
+            "outputs": [], "execution_count": None}
+
+
+def rlm_magic(model_url: str, *options: str, sub_model: bool = True) -> str:
+    """The first line of a %%rlm cell aimed at the scripted server."""
+    parts = ["%%rlm --model openai/root-model"]
+    if sub_model:
+        parts.append("--sub-model openai/sub-model")
+    parts.append(f"--api-base {model_url}")
+    parts.extend(options)
+    return " ".join(parts)
+
+
+def start_cell(page: Page, cell_id: str) -> None:
+    """Run the cell `cell_id` (as 'Run Selected Cell' does) without waiting."""
+    page.evaluate(
+        """(id) => {
+          const app = window.jupyterapp;
+          const notebook = app.shell.currentWidget.content;
+          const model = notebook.model;
+          for (let i = 0; i < model.cells.length; i++) {
+            if (model.cells.get(i).id === id) { notebook.activeCellIndex = i; break; }
+          }
+          notebook.mode = 'command';
+          void app.commands.execute('notebook:run-cell');
+        }""",
+        cell_id,
+    )
+
+
+def cell_state(page: Page, cell_id: str) -> dict | None:
+    """The model-side state of one cell (None when the notebook lacks it)."""
+    return page.evaluate(
+        """(id) => {
+          const model = window.jupyterapp.shell.currentWidget.content.model;
+          for (let i = 0; i < model.cells.length; i++) {
+            const c = model.cells.get(i);
+            if (c.id !== id) continue;
+            const code = c.type === 'code';
+            return {index: i, id: c.id, type: c.type, source: c.sharedModel.getSource(),
+                    metadata: c.getMetadata('rlm') || null,
+                    count: code ? c.executionCount : null,
+                    state: code ? c.executionState : null,
+                    outputs: code ? c.outputs.toJSON() : []};
+          }
+          return null;
+        }""",
+        cell_id,
+    )
+
+
+def all_cells(page: Page) -> list[dict]:
+    """Every cell of the current notebook, in order: id, type, rlm metadata,
+    execution count and state, source, and the text of its outputs."""
+    return page.evaluate(
+        """() => {
+          const model = window.jupyterapp.shell.currentWidget.content.model;
+          const out = [];
+          for (let i = 0; i < model.cells.length; i++) {
+            const c = model.cells.get(i);
+            const code = c.type === 'code';
+            const meta = c.getMetadata('rlm') || null;
+            const texts = code ? c.outputs.toJSON().map(o => {
+              if (o.text !== undefined) return Array.isArray(o.text) ? o.text.join('') : o.text;
+              if (o.data && o.data['text/plain'] !== undefined) {
+                const t = o.data['text/plain']; return Array.isArray(t) ? t.join('') : t; }
+              if (o.ename) return o.ename + ': ' + o.evalue;
+              return '';
+            }) : [];
+            out.push({index: i, id: c.id, type: c.type, role: meta ? meta.role || null : null,
+                      step: meta ? meta.step : null, status: meta ? meta.status || null : null,
+                      count: code ? c.executionCount : null, state: code ? c.executionState : null,
+                      source: c.sharedModel.getSource(), output: texts.join('')});
+          }
+          return out;
+        }"""
+    )
+
+
+def wait_cell_idle(page: Page, cell_id: str, timeout: float = 30_000) -> None:
+    """Until the cell has its execute reply (count set, no longer running);
+    unlike wait_cell_executed this ignores the kernel's status."""
+    page.wait_for_function(
+        """(id) => {
+          const model = window.jupyterapp.shell.currentWidget.content.model;
+          for (let i = 0; i < model.cells.length; i++) {
+            const c = model.cells.get(i);
+            if (c.id === id) return c.executionCount !== null && c.executionState !== 'running';
+          }
+          return false;
+        }""",
+        arg=cell_id,
+        timeout=timeout,
+        polling=50,
+    )
+
+
+def status_bar_text(page: Page) -> str:
+    """The RLM item of JupyterLab's status bar ('' when it is not shown)."""
+    item = page.locator("#jp-main-statusbar .rlm-status")
+    return item.first.inner_text() if item.count() else ""
+
+
+def click_interrupt(page: Page) -> None:
+    """Click the notebook toolbar's Interrupt button (the square)."""
+    page.locator(
+        ".jp-NotebookPanel:visible .jp-NotebookPanel-toolbar [data-jp-item-name='interrupt']"
+    ).first.click()
+
+
+def shutdown_session(page: Page, path: str) -> int:
+    """Shut down the session (and kernel) of the notebook `path` through the
+    page's session manager (the REST API wants the page's XSRF token);
+    returns how many sessions were shut down."""
+    return page.evaluate(
+        """async (path) => {
+          const sessions = window.jupyterapp.serviceManager.sessions;
+          await sessions.refreshRunning();
+          const found = Array.from(sessions.running()).filter(s => s.path === path);
+          for (const model of found) { await sessions.shutdown(model.id); }
+          return found.length;
+        }""",
+        path,
+    )
+
+
+def saved_cells_by_id(saved: dict) -> dict[str, dict]:
+    return {c["id"]: c for c in saved["cells"]}
+
+
+def output_text(output: dict) -> str:
+    """The text of one nbformat output (stream, result/display text/plain, error)."""
+    def join(value):
+        return "".join(value) if isinstance(value, list) else (value or "")
+    if "text" in output:
+        return join(output["text"])
+    if "data" in output:
+        return join(output["data"].get("text/plain"))
+    if "ename" in output:
+        return f"{output['ename']}: {output.get('evalue', '')}"
+    return ""
+
+
+def append_code_cell(page: Page) -> None:
+    """Add an empty code cell at the end of the notebook (then run_cell fills it)."""
+    page.evaluate(
+        """async () => {
+          const app = window.jupyterapp;
+          const notebook = app.shell.currentWidget.content;
+          notebook.activeCellIndex = notebook.model.cells.length - 1;
+          notebook.mode = 'command';
+          await app.commands.execute('notebook:insert-cell-below');
+          await app.commands.execute('notebook:change-cell-to-code');
+        }"""
+    )
+
+
+def shutdown_all_sessions(page: Page) -> None:
+    """Shut down every kernel session of the server (a test's teardown, so
+    kernels don't pile up over a session); errors are ignored."""
+    try:
+        page.evaluate(
+            """async () => {
+              const app = window.jupyterapp;
+              if (!app) return;
+              await app.serviceManager.sessions.refreshRunning();
+              await Promise.all(Array.from(app.serviceManager.sessions.running())
+                .map(s => app.serviceManager.sessions.shutdown(s.id).catch(() => null)));
+            }"""
+        )
+    except Exception:  # noqa: BLE001 - the page may be gone or elsewhere
+        pass
+
+
+@pytest.fixture
+def fresh_kernels(page: Page):
+    """Use in a test module (`pytestmark = pytest.mark.usefixtures(...)` or an
+    autouse wrapper) to shut its kernels down when each test ends."""
+    yield
+    shutdown_all_sessions(page)

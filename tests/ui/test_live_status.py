@@ -1,0 +1,133 @@
+"""The live run status moves step by step, in JupyterLab's status bar and in
+the %%rlm cell's own output; a generated cell looks busy while it runs."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from labdriver import (
+    CELLS,
+    all_cells,
+    cell_by_id,
+    code_cell,
+    fresh_kernels,  # noqa: F401 - a fixture
+    open_notebook,
+    rlm_magic,
+    screenshot,
+    start_cell,
+    status_bar_text,
+    wait_cell_executed,
+    wait_cell_idle,
+)
+from playwright.sync_api import Page, expect
+
+from rlm_kernel.testing.server import Reply, Script, ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("fresh_kernels")
+
+MAX_ITERATIONS = 6
+
+
+def _step(n: int) -> Reply:
+    return Reply(text=f"Step {n}.\n```repl\nimport time\nprint('step {n}')\ntime.sleep(0.6)\n"
+                      f"tally = llm_query('count {n}')\n```", delay=0.6)
+
+
+STEPS = [_step(1), _step(2), _step(3), _step(4), "FINAL(four steps)"]
+STATUS = re.compile(r"RLM step (\d+)/(\d+) · depth (\d+) · (\d+) sub-calls? · ([\d.]+k?) tok · (.*?) · (\d+:\d\d)")
+
+
+def _open_run(page: Page, lab_server, name: str, steps: list, *options: str) -> tuple[ScriptedServer, str]:
+    server = ScriptedServer(Script(root=steps, sub=lambda p: Reply(text=f"ok {p}", delay=0.2))).start()
+    path = lab_server.write_notebook(
+        f"{name}.ipynb",
+        [code_cell("context = 'word ' * 1000", "ctx"),
+         code_cell(f"{rlm_magic(server.url, *options)}\nWalk four steps.", "ask")],
+        kernel="rlm",
+    )
+    open_notebook(page, lab_server, path)
+    start_cell(page, "ctx")
+    wait_cell_executed(page, "ctx")
+    return server, path
+
+
+def _tokens(text: str) -> float:
+    return float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+
+
+def test_status_bar_updates_step_by_step(page: Page, lab_server, request) -> None:
+    server, _ = _open_run(page, lab_server, "status", STEPS, f"--max-iterations {MAX_ITERATIONS}")
+    try:
+        start_cell(page, "ask")
+        bar: list[str] = []
+        cell: list[str] = []
+        shot_at = {2: False}
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            text = status_bar_text(page)
+            if text and (not bar or bar[-1] != text):
+                bar.append(text)
+            out = page.evaluate(
+                "() => { const m = window.jupyterapp.shell.currentWidget.content.model;"
+                " for (let i = 0; i < m.cells.length; i++) { const c = m.cells.get(i);"
+                " if (c.id === 'ask') return c.outputs.toJSON().map(o => o.data ? o.data['text/plain'] : '')"
+                ".join(''); } return ''; }")
+            if out and (not cell or cell[-1] != out):
+                cell.append(out)
+            if "step 2/" in text and not shot_at[2]:
+                shot_at[2] = True
+                screenshot(page, request, "-step2")
+            if "ended" in text:
+                break
+            time.sleep(0.03)
+        wait_cell_idle(page, "ask", timeout=10_000)
+        screenshot(page, request, "-ended")
+    finally:
+        server.stop()
+
+    parsed = [STATUS.match(t) for t in bar]
+    assert all(parsed), [t for t, m in zip(bar, parsed, strict=True) if not m]
+    steps = [int(m.group(1)) for m in parsed]
+    assert {1, 2, 3, 4} <= set(steps), bar
+    assert steps == sorted(steps), f"the step went backwards: {bar}"
+    assert all(int(m.group(2)) == MAX_ITERATIONS for m in parsed), bar
+    assert all(m.group(3) == "0" for m in parsed), bar
+    subcalls = [int(m.group(4)) for m in parsed]
+    assert subcalls == sorted(subcalls) and subcalls[-1] == 4, bar
+    tokens = [_tokens(m.group(5)) for m in parsed]
+    assert tokens == sorted(tokens) and tokens[-1] > tokens[0], bar
+    assert len({m.group(7) for m in parsed}) >= 3, f"the clock did not tick: {bar}"
+    assert "ended: final" in bar[-1], bar
+    running = [t for t in bar if "ended" not in t]
+    assert len(running) >= 5, bar
+
+    # The %%rlm cell's status line moved through the same steps.
+    cell_steps = [int(m.group(1)) for m in (re.search(r"step (\d+)/", t) for t in cell) if m]
+    assert {1, 2, 3, 4} <= set(cell_steps), cell
+    assert cell[-1].startswith("RLM final · step 5/6"), cell
+    print("\n".join(bar))
+
+
+def test_running_agent_cell_shows_busy_prompt(page: Page, lab_server, request) -> None:
+    """Like a cell a human runs: [*] while the code runs, its number after."""
+    steps = ["Sleep a while.\n```repl\nimport time\nprint('started', flush=True)\ntime.sleep(3)\n"
+             "print('finished')\n```", "FINAL(done)"]
+    server, _ = _open_run(page, lab_server, "busy-prompt", steps)
+    try:
+        start_cell(page, "ask")
+        page.wait_for_selector(f"{CELLS} .jp-OutputArea-output:has-text('started')", timeout=60_000)
+        code = next(c for c in all_cells(page) if c["role"] == "code")
+        prompt = cell_by_id(page, code["id"]).locator(".jp-InputPrompt")
+        during = prompt.inner_text()
+        screenshot(page, request, "-running")
+        state_during = code["state"]
+        expect(cell_by_id(page, code["id"]).locator(".jp-OutputArea")).to_contain_text("finished", timeout=10_000)
+        wait_cell_idle(page, "ask", timeout=15_000)
+        after = prompt.inner_text()
+    finally:
+        server.stop()
+    assert re.fullmatch(r"\[\d+\]:", after.strip()), after
+    assert during.strip() == "[*]:" and state_during == "running", (
+        f"a generated cell that is still running shows {during.strip()!r} (executionState {state_during!r})")
