@@ -476,3 +476,19 @@ def test_completion_lets_go_of_the_context(server, make_rlm):
     gc.collect()
     alive = sum(ref() is not None for ref in refs)
     assert alive == 0, f"{alive} of 3 finished runs still hold their context"
+
+
+def test_models_and_api_base_default_from_the_environment(server, monkeypatch):
+    from rlm_kernel import RLM
+
+    srv = server(root=[repl("print(llm_query('hi'))"), "FINAL(from env)"])
+    monkeypatch.setenv("RLM_MODEL", "openai/root-model")
+    monkeypatch.setenv("RLM_SUB_MODEL", "openai/sub-model")
+    monkeypatch.setenv("RLM_API_BASE", srv.url)
+    rlm = RLM()
+    assert (rlm.model, rlm.sub_model, rlm.api_base) == ("openai/root-model", "openai/sub-model", srv.url)
+    result = rlm.completion("text", "q")
+    assert result.answer == "from env"
+    assert {r["model"] for r in srv.requests} == {"root-model", "sub-model"}
+    monkeypatch.delenv("RLM_SUB_MODEL")
+    assert RLM().sub_model == "openai/root-model"  # falls back to the root model

@@ -134,3 +134,16 @@ def test_authentication_error_is_not_retried(run_rlm):
     assert result.reason == "error"
     assert len(srv.calls("root-model")) == 1
     assert "OPENAI_API_KEY" in result.error
+
+
+def test_a_sub_call_that_times_out_is_retried(run_rlm):
+    # The first attempt outlasts request_timeout; the retry is answered at once.
+    flaky = Flaky([Reply(text="too late", delay=3.0)], ok=lambda prompt: f"ok: {prompt}")
+    code = "r = llm_query('slow one')\nprint(r)"
+    result, _ = run_rlm(root=[repl(code), "FINAL(done)"], sub=flaky, request_timeout=0.5)
+    assert result.reason == "final"
+    (cell,) = cells_by_role(result.notebook, "code")
+    assert "ok: slow one" in cell_text(cell)
+    record = cell.metadata["rlm"]["subcalls"][0]
+    assert record["status"] == "done" and record["attempts"] == 2
+    assert len(flaky.times) == 2
