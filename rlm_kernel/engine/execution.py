@@ -195,7 +195,10 @@ class ShellExecutor(Executor):
             atexit.unregister(shell.atexit_operations)
             shell.user_ns.clear()
             shell.user_ns_hidden.clear()
-            shell.displayhook.flush()
+            # Out[n] results live on in the history manager (not displayhook.flush(): it runs gc.collect()).
+            output_hist = getattr(shell.history_manager, "output_hist", None)
+            if output_hist is not None:
+                output_hist.clear()
 
     @property
     def namespace(self) -> dict[str, Any]:
