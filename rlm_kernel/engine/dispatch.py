@@ -52,6 +52,7 @@ def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
 
 def wait_interruptibly(future: concurrent.futures.Future[T]) -> T:
     """Block on an engine-loop future; Ctrl-C / Interrupt cancels it."""
+    __tracebackhide__ = True
     try:
         return future.result()
     except KeyboardInterrupt:
@@ -181,6 +182,7 @@ class CallerThread(CodeThread):
     def wait(self, future: concurrent.futures.Future[T]) -> T:
         """Block the code (a sub-call) on ``future`` while still running posted
         jobs, so widgets and status keep updating. Ctrl-C cancels ``future``."""
+        __tracebackhide__ = True
         if threading.get_ident() != self.thread_id:
             return wait_interruptibly(future)
         future.add_done_callback(lambda _: self._queue.put(_WAKE))

@@ -214,6 +214,7 @@ class Run:
 
     def wait(self, future: concurrent.futures.Future[Any]) -> Any:
         """Block the code thread on an engine-loop future (a sub-call)."""
+        __tracebackhide__ = True
         if isinstance(self.code_thread, CallerThread):
             return self.code_thread.wait(future)
         return wait_interruptibly(future)

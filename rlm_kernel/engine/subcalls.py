@@ -95,6 +95,7 @@ class SubcallHelpers:
     # -- plain sub-calls ---------------------------------------------------------
     def llm_query(self, prompt: str, model: str | None = None) -> str:
         """Ask the sub-model about ``prompt``; returns its reply as a str."""
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         prompt = _as_prompt(prompt)
         self.run.tree.budget.reserve_subcalls(1)
         record = self._new_record("llm", prompt, model)
@@ -106,6 +107,7 @@ class SubcallHelpers:
     def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
         """llm_query over many prompts at once; answers in order. A failed
         prompt gives a SubcallFailure in its slot and fails nothing else."""
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         prompts = [_as_prompt(p) for p in _as_list(prompts)]
         if not prompts:
             return []
@@ -124,6 +126,7 @@ class SubcallHelpers:
     def rlm_query(self, prompt: str, model: str | None = None, context: Any = None) -> str:
         """Hand ``prompt`` to a child RLM with a namespace of its own; its
         ``context`` is the prompt (or the ``context`` you pass)."""
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         self._check_depth()
         prompt = _as_prompt(prompt)
         self.run.tree.budget.reserve_subcalls(1)
@@ -135,6 +138,7 @@ class SubcallHelpers:
 
     def rlm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
         """rlm_query over many prompts concurrently; answers in order."""
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         self._check_depth()
         prompts = [_as_prompt(p) for p in _as_list(prompts)]
         if not prompts:
@@ -152,6 +156,7 @@ class SubcallHelpers:
 
     # -- internals -------------------------------------------------------------
     def _wait(self, records: list[SubcallRecord], work: Any) -> None:
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         sink = self.run.sink
         sink.subcalls_started(self.run, records)
         try:
@@ -163,6 +168,7 @@ class SubcallHelpers:
             sink.subcalls_finished(self.run, records)
 
     def _check_depth(self) -> None:
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         limit = self.run.tree.limits.max_depth
         if self.run.depth + 1 > limit:
             raise RecursionLimitError(
