@@ -4,6 +4,7 @@ definition, so both spell and check them the same way."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from .errors import RLMError
@@ -14,24 +15,39 @@ class _Parser(argparse.ArgumentParser):
         raise RLMError(f"{self.prog}: {message[:1].upper()}{message[1:]}.")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
-    return value
+def whole_number(lowest: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``lowest``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"expected a number of at least {lowest}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+def real_number(lowest: float = 0.0, *, allow_lowest: bool = False) -> Callable[[str], float]:
+    """An argparse type: a number above ``lowest`` (or equal, with ``allow_lowest``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value < lowest or (value == lowest and not allow_lowest):
+            relation = "at least" if allow_lowest else "above"
+            raise argparse.ArgumentTypeError(f"expected a number {relation} {lowest:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = whole_number(0)
+_positive_float = real_number(0.0)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

@@ -266,14 +266,9 @@ def maxrss_bytes() -> int:
 
 
 def mem_available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    from ..engine.context import available_memory
+
+    return available_memory()
 
 
 # -- text -----------------------------------------------------------------------

@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Any
 
+from ..options import real_number, whole_number
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 _DESCRIPTION = """\
@@ -39,34 +41,9 @@ def _size_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected at least 0, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
+_positive_int = whole_number(1)
+_count = whole_number(0)
+_seconds = real_number(0.0, allow_lowest=True)
 
 
 def _chars(text: str) -> int:

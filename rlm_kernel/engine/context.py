@@ -67,7 +67,7 @@ def load_context(patterns: list[str], encoding: str = "utf-8", skip_binary: bool
     # rather than refuse the whole directory, but never a file named directly.
     named_directly = {Path(os.path.expanduser(p)) for p in patterns if not glob.has_magic(p)}
     total = sum(f.stat().st_size for f in files)
-    available = _available_memory()
+    available = available_memory()
     if available is not None and total * 1.3 > available:
         raise ContextError(
             f"The context is {total / 1e9:.1f} GB but only {available / 1e9:.1f} GB of memory is free; "
@@ -115,7 +115,8 @@ def _read_text(path: Path, encoding: str, skippable: bool) -> str | None:
         raise ContextError(f"Unknown encoding {encoding!r}; use a Python codec name such as utf-8 or latin-1.") from None
 
 
-def _available_memory() -> int | None:
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where unknown)."""
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:
