@@ -46,7 +46,6 @@ def real_number(lowest: float = 0.0, *, allow_lowest: bool = False) -> Callable[
     return parse
 
 
-_positive_int = whole_number(0)
 _positive_float = real_number(0.0)
 
 
@@ -57,17 +56,17 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-base", help="OpenAI-compatible base URL for both models (default: $RLM_API_BASE)")
     group.add_argument("--sub-api-base", help="base URL for the sub-model when it differs")
     limits = parser.add_argument_group("budgets")
-    limits.add_argument("--max-iterations", type=_positive_int, default=30, help="root steps (default 30)")
-    limits.add_argument("--max-depth", type=_positive_int, default=1, help="rlm_query recursion depth (default 1)")
+    limits.add_argument("--max-iterations", type=whole_number(1), default=30, help="root steps (default 30)")
+    limits.add_argument("--max-depth", type=whole_number(0), default=1, help="rlm_query recursion depth (default 1)")
     limits.add_argument("--max-cost", type=_positive_float, help="USD for the whole run, children included")
-    limits.add_argument("--max-subcalls", type=_positive_int, help="sub-calls for the whole run")
-    limits.add_argument("--max-tokens", type=_positive_int, help="tokens (prompt + completion) for the whole run")
+    limits.add_argument("--max-subcalls", type=whole_number(0), help="sub-calls for the whole run")
+    limits.add_argument("--max-tokens", type=whole_number(1), help="tokens (prompt + completion) for the whole run")
     limits.add_argument("--timeout", type=_positive_float, help="seconds for the whole run")
     limits.add_argument("--cell-timeout", type=_positive_float, default=600.0,
                         help="seconds one generated cell may run before it is interrupted (default 600)")
-    limits.add_argument("--concurrency", type=_positive_int, default=32,
+    limits.add_argument("--concurrency", type=whole_number(1), default=32,
                         help="sub-calls in flight at once, shared by the whole run (default 32)")
-    limits.add_argument("--max-output-chars", type=_positive_int, default=10_000,
+    limits.add_argument("--max-output-chars", type=whole_number(100), default=10_000,
                         help="characters of each cell's output shown to the root model (default 10000)")
 
 
@@ -80,8 +79,4 @@ def rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     names = ("model", "sub_model", "api_base", "sub_api_base", "max_iterations", "max_depth", "max_cost",
              "max_subcalls", "max_tokens", "timeout", "cell_timeout", "concurrency", "max_output_chars")
     kwargs = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
-    if kwargs.get("max_iterations") == 0:
-        raise RLMError("--max-iterations must be at least 1.")
-    if kwargs.get("concurrency") == 0:
-        raise RLMError("--concurrency must be at least 1.")
     return kwargs
