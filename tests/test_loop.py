@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-import time
+import threading
 import weakref
 from collections import Counter
 
@@ -108,27 +108,36 @@ def test_batched_subcalls_are_concurrent_and_keep_order(run_rlm):
         "answers = llm_query_batched(prompts)\n"
         "print(all(a == f'echo: item {i}' for i, a in enumerate(answers)), len(answers))"
     )
-    started = time.monotonic()
     result, srv = run_rlm(
-        root=[repl(code), "FINAL(ok)"], sub=lambda p: Reply(text=f"echo: {p}", delay=0.2), concurrency=16,
+        root=[repl(code), "FINAL(ok)"], sub=lambda p: Reply(text=f"echo: {p}", delay=0.5), concurrency=16,
     )
-    elapsed = time.monotonic() - started
     assert result.reason == "final"
     cell = cells_by_role(result.notebook, "code")[0]
     assert cell_text(cell).strip() == "True 64"
     assert srv.max_in_flight == 16
     assert len(srv.calls("sub-model")) == 64
-    # serial would take 64 * 0.2 = 12.8 s; 16 at a time takes ~0.8 s
-    assert cell.metadata.rlm.duration_s < 4.0
-    assert elapsed < 8.0
+    # serial would take 64 * 0.5 = 32 s; 16 at a time takes ~2 s
+    assert cell.metadata.rlm.duration_s < 16.0
     records = cell.metadata.rlm.subcalls
     assert [r["prompt_preview"] for r in records] == [f"item {i}" for i in range(64)]
     assert all(r["status"] == "done" for r in records)
 
 
 def test_default_concurrency_is_at_least_32(run_rlm):
+    # Every sub-call waits until 32 are in flight (or 10 s pass), so the
+    # figure does not depend on how fast this machine sends them.
+    arrived = threading.Condition()
+    count = [0]
+
+    def sub(prompt):
+        with arrived:
+            count[0] += 1
+            arrived.notify_all()
+            arrived.wait_for(lambda: count[0] >= 32, timeout=10)
+        return "x"
+
     code = "r = llm_query_batched([f'p{i}' for i in range(40)])\nprint(len(r))"
-    result, srv = run_rlm(root=[repl(code), "FINAL(ok)"], sub=lambda p: Reply(text="x", delay=0.3))
+    result, srv = run_rlm(root=[repl(code), "FINAL(ok)"], sub=sub)
     assert result.reason == "final"
     assert srv.max_in_flight >= 32
 
