@@ -29,6 +29,8 @@ Benchmarks that print figures measured side by side in one invocation:
             whose code prints the whole context
   notebook  the .ipynb of a 200-step, 10,000-sub-call run: size, save, re-open
   all       the three in turn
+  suite     long-context suites from real text (sniah, oolong, oolong-pairs,
+            multihop, codeqa): score, cost, tokens and time per context length
 """
 
 
@@ -118,6 +120,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     _context_options(everything)
     _notebook_options(everything)
     _common(everything)
+    from .suites.cli import add_suite_parser
+
+    add_suite_parser(kinds)
     return bench
 
 
@@ -127,8 +132,12 @@ def run_bench(args: argparse.Namespace) -> int:
     from . import BenchError, quiet, stderr_progress, update_markdown
 
     command = getattr(args, "bench_command", None)
+    if command == "suite":
+        from .suites.cli import run_suite_command
+
+        return run_suite_command(args)
     if command not in ("harness", "context", "notebook", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook or all "
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
     progress = quiet if args.quiet else stderr_progress
