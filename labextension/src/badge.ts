@@ -17,6 +17,18 @@ interface IRlmMetadata {
   role?: unknown;
   run_id?: unknown;
   step?: unknown;
+  superseded?: unknown;
+  subcalls?: unknown;
+}
+
+/** A person pinned an edited sub-call response in this cell. */
+function hasPin(meta: IRlmMetadata): boolean {
+  return (
+    Array.isArray(meta.subcalls) &&
+    meta.subcalls.some(
+      r => typeof r === 'object' && r !== null && (r as { pinned?: unknown }).pinned === true
+    )
+  );
 }
 
 function rlmMetadata(model: ICellModel): IRlmMetadata {
@@ -64,12 +76,32 @@ export function markAgentCells(panel: NotebookPanel): void {
   follow();
 }
 
+/**
+ * What each cell was last decorated for. Every refresh visits every cell;
+ * rewriting an unchanged badge would dirty the style and layout of all agent
+ * cells on each frame of a live run.
+ */
+const decorated = new WeakMap<Cell, string>();
+
 function decorate(cell: Cell): void {
   const meta = rlmMetadata(cell.model);
+  const key = JSON.stringify([
+    meta.role,
+    meta.step,
+    meta.run_id,
+    meta.superseded,
+    hasPin(meta)
+  ]);
+  if (decorated.get(cell) === key) {
+    return;
+  }
+  decorated.set(cell, key);
   const role = typeof meta.role === 'string' ? meta.role : '';
   const isAgent = AGENT_ROLES.has(role);
   cell.toggleClass(AGENT_CELL_CLASS, isAgent);
   cell.toggleClass(ANSWER_CELL_CLASS, role === 'answer');
+  cell.toggleClass('rlm-superseded-cell', meta.superseded === true);
+  cell.toggleClass('rlm-pinned-cell', hasPin(meta));
 
   let badge = cell.node.querySelector<HTMLElement>(`:scope > .${BADGE_CLASS}`);
   if (!isAgent) {
@@ -81,7 +113,19 @@ function decorate(cell: Cell): void {
     badge.className = BADGE_CLASS;
     cell.node.appendChild(badge);
   }
+  // Each state on a line of its own, so the badge stays inside the column.
+  const states = [
+    ...(meta.superseded === true ? ['superseded'] : []),
+    ...(hasPin(meta) ? ['pinned'] : [])
+  ];
   badge.textContent = role === 'answer' ? 'RLM answer' : 'RLM';
+  for (const state of states) {
+    const line = document.createElement('span');
+    line.className = 'rlm-badge-state';
+    line.textContent = state;
+    badge.appendChild(line);
+  }
+  badge.classList.toggle('rlm-badge-with-state', states.length > 0);
   badge.dataset.role = role;
   const details = [`role ${role}`];
   if (meta.step !== undefined) {
@@ -89,6 +133,12 @@ function decorate(cell: Cell): void {
   }
   if (typeof meta.run_id === 'string') {
     details.push(`run ${meta.run_id}`);
+  }
+  if (hasPin(meta)) {
+    details.push('a sub-call response edited and pinned by a person');
+  }
+  if (meta.superseded === true) {
+    details.push('superseded by a later continuation');
   }
   badge.title = `Written by the RLM root model (${details.join(', ')})`;
 }

@@ -14,8 +14,10 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { markAgentCells } from './badge';
 import { LiveNotebook } from './live';
+import { runsPanelPlugin } from './panel';
 import { saveWidgetState } from './settings';
 import { RunStatusItem } from './statusbar';
+import { takeoverPlugin } from './takeover';
 import { keepRestoredWidgetState } from './widgetstate';
 
 const PLUGIN_ID = 'rlm-kernel:plugin';
@@ -91,4 +93,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   activate
 };
 
-export default plugin;
+export default [plugin, runsPanelPlugin, takeoverPlugin];
