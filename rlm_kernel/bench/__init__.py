@@ -479,7 +479,7 @@ def machine_text(info: dict[str, Any]) -> str:
 
 # -- BENCHMARKS.md ------------------------------------------------------------------
 
-SECTIONS = ("harness", "context", "notebook")
+SECTIONS = ("harness", "context", "notebook", "load")
 
 _MD_HEAD = """\
 # Benchmarks

@@ -28,7 +28,9 @@ Benchmarks that print figures measured side by side in one invocation:
   context   loading and describing 10 MB / 100 MB / 1 GB contexts, and a run
             whose code prints the whole context
   notebook  the .ipynb of a 200-step, 10,000-sub-call run: size, save, re-open
-  all       the three in turn
+  load      10,000 sub-calls at concurrency 64 with 1% injected faults: wall
+            time against the ideal, peak memory, every call accounted for
+  all       harness, context, notebook and load in turn
   suite     long-context suites from real text (sniah, oolong, oolong-pairs,
             multihop, codeqa): score, cost, tokens and time per context length
 """
@@ -96,6 +98,24 @@ def _notebook_options(parser: argparse.ArgumentParser) -> None:
                        help="context characters per sub-call prompt (default 2000)")
 
 
+def _rate(text: str) -> float:
+    value = real_number(0.0, allow_lowest=True)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}")
+    return value
+
+
+def _load_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("load")
+    group.add_argument("--load-subcalls", type=_positive_int, default=10_000, help="sub-calls (default 10000)")
+    group.add_argument("--load-concurrency", type=_positive_int, default=64, help="sub-calls in flight (default 64)")
+    group.add_argument("--load-steps", type=_positive_int, default=10, help="root steps sharing them (default 10)")
+    group.add_argument("--load-latency", type=_seconds, default=0.1, help="server seconds per sub-call (default 0.1)")
+    group.add_argument("--fault-rate", type=_rate, default=0.01,
+                       help="share of requests answered with an injected fault (default 0.01)")
+    group.add_argument("--seed", type=_count, default=7, help="seed of the injected faults (default 7)")
+
+
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``bench`` (with ``harness``, ``context``, ``notebook``, ``all``)."""
     bench = subparsers.add_parser(
@@ -115,10 +135,15 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                                 description="Size, save and re-open time of a long run's notebook.")
     _notebook_options(notebook)
     _common(notebook)
-    everything = kinds.add_parser("all", help="harness, context and notebook in turn")
+    load = kinds.add_parser("load", help="10,000 sub-calls at concurrency 64 with 1% injected faults",
+                            description="Wall time against the ideal, peak memory and the accounting of every call.")
+    _load_options(load)
+    _common(load)
+    everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
     _context_options(everything)
     _notebook_options(everything)
+    _load_options(everything)
     _common(everything)
     from .suites.cli import add_suite_parser
 
@@ -136,12 +161,12 @@ def run_bench(args: argparse.Namespace) -> int:
         from .suites.cli import run_suite_command
 
         return run_suite_command(args)
-    if command not in ("harness", "context", "notebook", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook, all or suite "
+    if command not in ("harness", "context", "notebook", "load", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
     progress = quiet if args.quiet else stderr_progress
-    names = ("harness", "context", "notebook") if command == "all" else (command,)
+    names = ("harness", "context", "notebook", "load") if command == "all" else (command,)
     reports: dict[str, Any] = {}
     try:
         for name in names:
@@ -177,6 +202,13 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
 
         sizes = [size for group in args.sizes for size in group]
         results = module.run_context(sizes=sizes, directory=args.tmpdir, progress=progress)
+    elif name == "load":
+        from . import load as module
+
+        results = module.run_load(
+            subcalls=args.load_subcalls, concurrency=args.load_concurrency, steps=args.load_steps,
+            latency=args.load_latency, fault_rate=args.fault_rate, seed=args.seed, progress=progress,
+        )
     else:
         from . import notebook_scale as module
 

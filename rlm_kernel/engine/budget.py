@@ -24,6 +24,7 @@ class Limits:
     cell_timeout: float | None = 600.0  # one generated cell, seconds
     concurrency: int = 32
     max_output_chars: int = 10_000  # per code block, shown to the root model
+    no_network_in_code: bool = False  # generated code may not reach the network or start processes (guard.py)
 
     def validate(self) -> None:
         from ..errors import RLMError

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from ..errors import redact_secrets, secret_values
 from .protocol import strip_ansi, truncate_middle
 
 _local = threading.local()
@@ -68,6 +69,10 @@ class BoundedText:
                 self._tail_len = len(joined)
 
     @property
+    def kept(self) -> int:
+        return self._head_len + min(self._tail_len, self.tail_limit)
+
+    @property
     def truncated(self) -> bool:
         return self.total > self._head_len + self._tail_len
 
@@ -81,8 +86,15 @@ class BoundedText:
         return f"{head}\n[... {omitted:,} characters omitted ...]\n{tail}"
 
 
+MAX_RICH_OUTPUTS = 1000  # displays and results kept per cell; more are counted, not kept
+_MIN_SEGMENT = 2000  # a stream segment gets at least this much room
+
+
 class CellCapture:
-    """The outputs of one cell, in order, as nbformat-shaped dicts."""
+    """The outputs of one cell, in order, as nbformat-shaped dicts. All the
+    cell's stream segments share ``max_stored_chars``: once it is used up,
+    text goes on in the latest segment of its stream (keeping its tail), so a
+    cell that alternates stdout and stderr a million times stays bounded too."""
 
     def __init__(self, *, passthrough: bool = False, max_stored_chars: int = 200_000) -> None:
         self.passthrough = passthrough
@@ -91,8 +103,30 @@ class CellCapture:
         self._displays: dict[str, dict[str, Any]] = {}
         self._forwarded = 0
         self.suppressed = 0
+        self._segments: dict[str, BoundedText] = {}  # the latest segment of each stream
+        self._closed_kept = 0  # characters kept by segments that other output followed
+        self._rich = 0
+        self.dropped = 0  # displays and results not kept (over MAX_RICH_OUTPUTS)
+        self._secrets = secret_values()
         self.execution_count: int | None = None
         self._lock = threading.Lock()
+
+    def redact(self, text: str) -> str:
+        """``text`` with any API key or token replaced (code may print os.environ)."""
+        return redact_secrets(text, self._secrets) if self._secrets else text
+
+    def redact_bundle(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A MIME bundle with its text values redacted."""
+        if not self._secrets:
+            return dict(data)
+        return {kind: self._redact_value(value) for kind, value in data.items()}
+
+    def _redact_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self.redact(v) if isinstance(v, str) else v for v in value]
+        return value
 
     # -- streams -------------------------------------------------------------
     def stream(self, name: str, text: str) -> bool:
@@ -102,9 +136,16 @@ class CellCapture:
             if isinstance(last, list) and last[0] == name:
                 buffer = last[1]
             else:
-                half = self.max_stored_chars // 2
-                buffer = BoundedText(half, half)
-                self._items.append([name, buffer])
+                if isinstance(last, list):
+                    self._closed_kept += last[1].kept
+                room = self.max_stored_chars - self._closed_kept
+                if room < _MIN_SEGMENT and name in self._segments:
+                    buffer = self._segments[name]  # out of room: no new segment
+                else:
+                    half = max(room, _MIN_SEGMENT) // 2
+                    buffer = BoundedText(half, half)
+                    self._items.append([name, buffer])
+                    self._segments[name] = buffer
             buffer.write(text)
             if self._forwarded + len(text) <= self.max_stored_chars:
                 self._forwarded += len(text)
@@ -118,29 +159,43 @@ class CellCapture:
         display_id = (transient or {}).get("display_id")
         with self._lock:
             if update and display_id in self._displays:
-                self._displays[display_id]["data"] = dict(data)
+                self._displays[display_id]["data"] = self.redact_bundle(data)
                 self._displays[display_id]["metadata"] = dict(metadata or {})
                 return
-            output = {"output_type": "display_data", "data": dict(data), "metadata": dict(metadata or {})}
+            if not self._room_for_rich():
+                return
+            output = {"output_type": "display_data", "data": self.redact_bundle(data), "metadata": dict(metadata or {})}
             if display_id:
                 self._displays[display_id] = output
             self._items.append(output)
 
+    def _room_for_rich(self) -> bool:
+        self._rich += 1
+        if self._rich <= MAX_RICH_OUTPUTS:
+            return True
+        self.dropped += 1
+        return False
+
     def result(self, data: dict[str, Any], metadata: dict[str, Any] | None, execution_count: int | None) -> None:
         with self._lock:
+            if not self._room_for_rich():
+                return
             self._items.append({
-                "output_type": "execute_result", "data": dict(data),
+                "output_type": "execute_result", "data": self.redact_bundle(data),
                 "metadata": dict(metadata or {}), "execution_count": execution_count,
             })
 
     def error(self, ename: str, evalue: str, traceback: list[str]) -> None:
         with self._lock:
-            self._items.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": list(traceback)})
+            self._items.append({"output_type": "error", "ename": ename, "evalue": self.redact(evalue),
+                                "traceback": [self.redact(line) for line in traceback]})
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._displays.clear()
+            self._segments.clear()
+            self._closed_kept = 0
 
     # -- reading -------------------------------------------------------------
     def outputs(self) -> list[dict[str, Any]]:
@@ -151,6 +206,9 @@ class CellCapture:
                     result.append({"output_type": "stream", "name": item[0], "text": item[1].value()})
                 else:
                     result.append(item)
+            if self.dropped:
+                result.append({"output_type": "stream", "name": "stderr",
+                               "text": f"[rlm: {self.dropped:,} more displayed outputs were not kept]\n"})
         return result
 
     @property
@@ -183,7 +241,7 @@ class CellCapture:
                     text += "\n"
             parts.append(text)
             total += len(text)
-        text = "".join(parts)
+        text = self.redact("".join(parts))
         if len(text) <= limit:
             return text, total  # any omission is already marked inside the text
         return truncate_middle(text, limit, total=max(total, len(text))), total
@@ -240,8 +298,12 @@ class StreamRouter:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         capture = current()
-        if capture is None or capture.stream(self.name, text):
+        if capture is None:
             self.target.write(text)
+            return len(text)
+        safe = capture.redact(text)
+        if capture.stream(self.name, safe):
+            self.target.write(safe)
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -253,6 +315,9 @@ class StreamRouter:
             self.target.flush()
         except Exception:
             pass
+
+    def close(self) -> None:
+        """Generated code may close sys.stdout; the process's stream stays open."""
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.target, attr)

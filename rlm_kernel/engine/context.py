@@ -82,7 +82,11 @@ def load_context(patterns: list[str], encoding: str = "utf-8", skip_binary: bool
         texts.append(text)
         sources.append(str(path))
     if not texts:
-        raise ContextError("None of the given files holds readable text.")
+        where = ", ".join(repr(p) for p in patterns[:3])
+        raise ContextError(
+            f"{where} {'holds' if len(patterns) == 1 else 'hold'} no text files: all {len(files):,} "
+            f"{'file looks' if len(files) == 1 else 'files look'} binary; give text files (or a folder of them)."
+        )
     if all(not t for t in texts):
         names = ", ".join(sources[:3])
         raise ContextError(f"The context would be empty: {names} {'is' if len(sources) == 1 else 'are'} empty.")

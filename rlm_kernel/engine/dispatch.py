@@ -40,10 +40,25 @@ def engine_loop() -> asyncio.AbstractEventLoop:
                 loop.call_soon(ready.set)
                 loop.run_forever()
 
-            threading.Thread(target=serve, name="rlm-engine", daemon=True).start()
+            thread = threading.Thread(target=serve, name="rlm-engine", daemon=True)
+            thread.start()
             ready.wait()
             _loop = loop
+            loop.rlm_thread = thread  # type: ignore[attr-defined]
         return _loop
+
+
+def stop_engine_loop(timeout: float = 2.0) -> None:
+    """Stop the engine loop at exit, before litellm's own exit handler flushes
+    its logging queue in a loop of its own: with ours still running, both
+    took the same queued coroutine and litellm printed a traceback."""
+    loop = _loop
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+    loop.call_soon_threadsafe(loop.stop)
+    thread = getattr(loop, "rlm_thread", None)
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout)
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:

@@ -14,6 +14,7 @@ import linecache
 import threading
 import time
 import traceback
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,7 @@ def install_shell_hooks(shell: InteractiveShell) -> None:
             capture.display(data, metadata, transient=kwargs.get("transient"), update=kwargs.get("update", False))
             if not capture.passthrough:
                 return None
+            data = capture.redact_bundle(data)
         return original_publish(data, metadata, *args, **kwargs)
 
     def clear_output(*args: Any, **kwargs: Any) -> Any:
@@ -157,6 +159,7 @@ def install_shell_hooks(shell: InteractiveShell) -> None:
         capture = current()
         if capture is not None:
             capture.result(format_dict, md_dict, shell.execution_count)
+            format_dict = capture.redact_bundle(format_dict)
         return original_write(format_dict, md_dict)
 
     hook.write_format_data = write_format_data
@@ -169,10 +172,47 @@ def install_shell_hooks(shell: InteractiveShell) -> None:
             capture.error(etype.__name__, str(evalue), stb)
             if not capture.passthrough:
                 return None
+            evalue, stb = capture.redact(str(evalue)), [capture.redact(line) for line in stb]
         return original_showtraceback(etype, evalue, stb)
 
     shell._showtraceback = _showtraceback
     shell._rlm_hooks_installed = True
+
+
+MAX_TRACEBACK_FRAMES = 60  # a RecursionError's 3,000 frames took IPython ~30 s to format
+
+
+def _trim_deep_tracebacks(shell: InteractiveShell) -> None:
+    """IPython formats each frame of a traceback (scanning every loaded
+    module per frame); for generated cells keep the first and last frames of
+    a very deep one."""
+    handler = getattr(shell, "InteractiveTB", None)
+    if handler is None or getattr(handler, "_rlm_trimmed", False):
+        return
+    original = handler.structured_traceback
+
+    def structured_traceback(etype: Any, evalue: Any, etb: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if current() is not None and isinstance(etb, types.TracebackType):
+            etb = _shorten(etb, MAX_TRACEBACK_FRAMES)
+        return original(etype, evalue, etb, *args, **kwargs)
+
+    handler.structured_traceback = structured_traceback
+    handler._rlm_trimmed = True
+
+
+def _shorten(tb: types.TracebackType, limit: int) -> types.TracebackType:
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next  # type: ignore[assignment]
+    if len(frames) <= limit:
+        return frames[0]
+    kept = frames[: limit // 3] + frames[-(limit - limit // 3):]
+    chain = None
+    for item in reversed(kept):
+        chain = types.TracebackType(chain, item.tb_frame, item.tb_lasti, item.tb_lineno)
+    assert chain is not None
+    return chain
 
 
 # One IPython shell runs one cell at a time: run_cell swaps process-wide hooks
@@ -186,6 +226,7 @@ class ShellExecutor(Executor):
         self.passthrough = passthrough
         self.max_stored_chars = max_stored_chars
         install_shell_hooks(shell)
+        _trim_deep_tracebacks(shell)
 
     def close(self) -> None:
         shell = self.shell
@@ -207,7 +248,7 @@ class ShellExecutor(Executor):
     def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
         capture = CellCapture(passthrough=self.passthrough, max_stored_chars=self.max_stored_chars)
         started = time.monotonic()
-        with _shell_lock, capturing(capture):
+        with _shell_lock, capturing(capture), _output_history_off(self.shell):
             result = self.shell.run_cell(code, store_history=True)
         error = result.error_in_exec or result.error_before_exec
         if isinstance(error, KeyboardInterrupt):
@@ -216,6 +257,46 @@ class ShellExecutor(Executor):
             status = "error" if error is not None else "ok"
         count = result.execution_count
         return _finish(capture, status, type(error).__name__ if error else None, count, started, view_limit)
+
+
+class _Discarding(dict):  # type: ignore[type-arg]
+    """An output history that keeps nothing: every lookup is a fresh list."""
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def __getitem__(self, key: Any) -> list[Any]:
+        return []
+
+
+class _output_history_off:  # noqa: N801 - used as a context manager
+    """IPython 9 also appends everything a cell writes to
+    ``history_manager.outputs``, a dict shared by every shell in the process
+    and never trimmed: a generated cell printing a gigabyte kept a gigabyte.
+    Generated cells keep their outputs in the (bounded) cell capture instead."""
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        self.manager = getattr(shell, "history_manager", None)
+
+    def __enter__(self) -> None:
+        manager = self.manager
+        if manager is None or not hasattr(manager, "outputs"):
+            self.manager = None
+            return
+        self._saved = manager.__dict__.get("outputs", _MISSING)
+        manager.outputs = _Discarding()
+
+    def __exit__(self, *exc: object) -> None:
+        manager = self.manager
+        if manager is None:
+            return
+        if self._saved is _MISSING:
+            del manager.outputs
+        else:
+            manager.outputs = self._saved
+
+
+_MISSING = object()
 
 
 # -- plain namespaces (child runs) ----------------------------------------------

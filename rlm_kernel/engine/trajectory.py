@@ -22,7 +22,8 @@ def _meta(run_id: str, step: int, role: str, **extra: Any) -> dict[str, Any]:
 
 
 def query_cell(run_id: str, query: str, options: dict[str, Any]) -> NotebookNode:
-    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None)
+    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in options.items()
+                     if v is not None)
     source = f"%%rlm {flags}".rstrip() + "\n" + query
     return nbformat.v4.new_code_cell(source, id=new_cell_id(), metadata=_meta(run_id, 0, "query"))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from ..errors import redact_secrets
 from .base import Sink
 
 if TYPE_CHECKING:
@@ -27,8 +28,10 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: boo
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # A key that generated code printed (or a provider echoed) never reaches the file.
+        text = redact_secrets(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(nb, handle, ensure_ascii=False, indent=1, sort_keys=True)
+            handle.write(text)
             handle.write("\n")
         os.replace(tmp, path)
     except BaseException:
@@ -41,7 +44,7 @@ class NotebookSink(Sink):
     ``interval`` seconds) and once more, validated, when the run ends."""
 
     def __init__(self, path: str | os.PathLike[str], interval: float = 1.0) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # generated code may change the working directory
         self.interval = interval
         self._last = 0.0
         self._gap = interval

@@ -1,0 +1,284 @@
+"""Secrets and trust.
+
+Secrets: one scenario with recognisable fake keys (in the environment, and
+one given in code) runs ``rlm-kernel run``, ``rlm-kernel export``, the Python
+API and a real RLM kernel, each with an error path and with generated code
+that prints a key; then every file under the scenario's directory, every
+captured stdout/stderr, every iopub message of the kernel (widget state
+included) and every request the root model received are scanned for the keys.
+
+Trust: ``--no-network-in-code`` refuses sockets, host lookups and new
+processes to generated code (and to threads it starts) while sub-calls go
+on; without it the same code connects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from _helpers import cell_text, cells_by_role, repl
+from jupyter_client.manager import start_new_kernel
+
+from rlm_kernel.testing.server import Reply, Script, ScriptedServer
+
+CLI = str(Path(sys.executable).with_name("rlm-kernel"))
+ENV_KEY = "sk-FAKE-env-4f1c9a7e2b8d6035aa"
+ANTHROPIC_KEY = "sk-ant-FAKE-1b2c3d4e5f60718293"
+CODE_KEY = "FAKEKEY-given-in-code-93e7c1d5b2a4"  # no sk- prefix: only remembering it can redact it
+KEYS = (ENV_KEY, ANTHROPIC_KEY, CODE_KEY)
+TIMEOUT = 90
+
+LEAKY_STEP = repl(
+    "import os\n"
+    "print('my key is', os.environ.get('OPENAI_API_KEY'), os.environ.get('ANTHROPIC_API_KEY'))\n"
+    "try:\n"
+    "    llm_query('call with a bad request')\n"
+    "except Exception as error:\n"
+    "    print('sub-call failed:', error)\n"
+    "os.environ.get('OPENAI_API_KEY')"
+)
+
+
+def leaky_sub(key: str):
+    """A provider that echoes the key it was sent back in its errors, as real ones partly do."""
+    return lambda prompt: Reply(status=400, text=f"bad request from key {key}")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.update(extra)
+    return env
+
+
+def find_keys(text: str) -> list[str]:
+    found = [key for key in KEYS if key in text]
+    return found + (["a FAKE key fragment"] if "FAKE-env" in text or "given-in-code" in text else [])
+
+
+class Kernel:
+    def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
+        self.log = open(log, "w")  # noqa: SIM115 - closed in shutdown
+        self.km, self.kc = start_new_kernel(kernel_name="rlm", cwd=str(cwd), env=env, startup_timeout=TIMEOUT,
+                                            stdout=self.log, stderr=self.log)
+        self.messages: list[dict] = []
+
+    def execute(self, code: str, timeout: float = TIMEOUT) -> dict:
+        msg_id = self.kc.execute(code)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+                self.messages.append(msg)
+                if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                        and msg["content"]["execution_state"] == "idle"):
+                    break
+        except queue.Empty:
+            self.km.interrupt_kernel()
+            raise AssertionError(f"the kernel did not finish within {timeout:g} s:\n{code}") from None
+        while True:
+            reply = self.kc.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"]
+
+    def shutdown(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    base = tmp_path_factory.mktemp("secrets")
+    (base / "context.txt").write_text("A short context about keys and locks.\n", encoding="utf-8")
+    servers = {
+        "ok": ScriptedServer(Script(root=[LEAKY_STEP, "FINAL(done)"] * 3, sub=leaky_sub(ENV_KEY))).start(),
+        "rejecting": ScriptedServer(
+            lambda body: Reply(status=401, text=f"Incorrect API key provided: {ENV_KEY}.")).start(),
+    }
+    env = clean_env(OPENAI_API_KEY=ENV_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+    outputs: dict[str, str] = {}
+    kernel = Kernel(base, env, base / "kernel.log")
+    try:
+        def cli(name: str, *args: str) -> subprocess.CompletedProcess:
+            proc = subprocess.run([CLI, *args], cwd=base, env=env, capture_output=True, text=True, timeout=180)
+            outputs[f"{name} stdout"], outputs[f"{name} stderr"] = proc.stdout, proc.stderr
+            return proc
+
+        common = ["--context", str(base / "context.txt"), "--query", "Which key opens it?"]
+        runs = {
+            "cli run": cli("cli run", "run", *common, "--model", "openai/root-model", "--sub-model",
+                           "openai/sub-model", "--api-base", servers["ok"].url, "-o", "cli.ipynb", "--json"),
+            "cli rejected key": cli("cli rejected key", "run", *common, "--model", "openai/root-model",
+                                    "--api-base", servers["rejecting"].url, "-o", "rejected.ipynb"),
+            "cli unknown model": cli("cli unknown model", "run", *common, "--model", "nosuchprovider/x"),
+        }
+        runs["cli export"] = cli("cli export", "export", "cli.ipynb", "-o", "cli-export.md")
+
+        kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+        kernel_replies = {
+            "context": kernel.execute(f"%rlm context {base / 'context.txt'}"),
+            "run": kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                                  f"--api-base {servers['ok'].url}\nWhich key opens it?"),
+            "rejected": kernel.execute(f"%%rlm --model openai/root-model --api-base {servers['rejecting'].url}\nq"),
+            "result": kernel.execute("print(rlm_result.reason, rlm_result.error)"),
+        }
+
+        from rlm_kernel import RLM
+
+        saved = {name: os.environ.get(name) for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+        os.environ.update(OPENAI_API_KEY=ENV_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)  # for the code to print
+        api_server = ScriptedServer(Script(root=[LEAKY_STEP, "FINAL(done)"], sub=leaky_sub(CODE_KEY))).start()
+        servers["api"] = api_server
+        rlm = RLM(model="openai/root-model", sub_model="openai/sub-model", api_base=api_server.url,
+                  api_key=CODE_KEY, retry_base_delay=0.01)
+        outputs["api repr"] = repr(rlm)
+        api_result = rlm.completion("some context", "Which key?", output=base / "api.ipynb")
+        outputs["api result"] = json.dumps(api_result.to_json())
+        api_rejected = RLM(model="openai/root-model", api_base=servers["rejecting"].url, api_key=CODE_KEY,
+                           max_retries=0).completion("ctx", "q")
+        outputs["api rejected error"] = api_rejected.error or ""
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield {"base": base, "runs": runs, "outputs": outputs, "kernel": kernel, "servers": servers,
+               "kernel_replies": kernel_replies, "api_result": api_result, "api_rejected": api_rejected}
+    finally:
+        kernel.shutdown()
+        for srv in servers.values():
+            srv.stop()
+
+
+def test_every_step_of_the_scenario_did_its_work(scenario):
+    runs, replies = scenario["runs"], scenario["kernel_replies"]
+    assert runs["cli run"].returncode == 0, runs["cli run"].stderr
+    assert json.loads(runs["cli run"].stdout)["answer"] == "done"
+    assert runs["cli rejected key"].returncode == 1 and "OPENAI_API_KEY" in runs["cli rejected key"].stderr
+    assert runs["cli unknown model"].returncode == 2
+    assert runs["cli export"].returncode == 0, runs["cli export"].stderr
+    assert all(replies[name]["status"] == "ok" for name in ("context", "run", "result"))
+    assert replies["rejected"]["status"] == "error" and "OPENAI_API_KEY" in replies["rejected"]["evalue"]
+    result = scenario["api_result"]
+    assert result.reason == "final"
+    # the leaky code really ran: it printed the (redacted) keys and caught the echoing error
+    text = cell_text(cells_by_role(result.notebook, "code")[0])
+    assert "my key is" in text and "sub-call failed" in text and "<OPENAI_API_KEY>" in text
+    assert "OPENAI_API_KEY" in scenario["api_rejected"].error
+    files = [p for p in scenario["base"].rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"cli.ipynb", "rejected.ipynb", "cli-export.md", "api.ipynb", "kernel.log"} <= names
+    assert list((scenario["base"] / "rlm-runs").glob("*.ipynb")), "the kernel runs wrote no trajectory"
+
+
+def test_no_written_file_holds_a_key(scenario):
+    files = [p for p in scenario["base"].rglob("*") if p.is_file()]
+    assert len(files) >= 6
+    leaks = {str(p.relative_to(scenario["base"])): find_keys(p.read_text(errors="replace")) for p in files}
+    assert not {name: keys for name, keys in leaks.items() if keys}
+
+
+def test_no_output_message_or_error_holds_a_key(scenario):
+    texts = dict(scenario["outputs"])
+    for name, reply in scenario["kernel_replies"].items():
+        texts[f"kernel reply {name}"] = json.dumps(reply)
+    texts["kernel iopub (outputs, comm and widget state)"] = json.dumps(scenario["kernel"].messages, default=str)
+    texts["api notebook in memory"] = json.dumps(scenario["api_result"].notebook)
+    assert len(scenario["kernel"].messages) > 20
+    leaks = {name: find_keys(text) for name, text in texts.items()}
+    assert not {name: keys for name, keys in leaks.items() if keys}
+
+
+def test_the_root_model_is_never_told_a_key(scenario):
+    for name, srv in scenario["servers"].items():
+        for body in srv.calls():
+            assert not find_keys(json.dumps(body)), f"a request to the {name} server carried a key"
+    told = [body for body in scenario["servers"]["ok"].calls("root-model") if len(body["messages"]) > 2]
+    assert told and "my key is <OPENAI_API_KEY>" in json.dumps(told)
+
+
+# -- --no-network-in-code ----------------------------------------------------------------
+
+REACH_OUT = """\
+import os, socket, subprocess, threading, urllib.request
+
+def attempt(action):
+    try:
+        action()
+        return 'allowed'
+    except OSError as error:  # PermissionError, or urllib's URLError around it
+        return 'blocked' if 'no-network-in-code' in str(error) else f'failed: {error}'
+
+def connect():
+    socket.create_connection(('127.0.0.1', PORT), timeout=5).close()
+
+results = {
+    'connect': attempt(connect),
+    'urlopen': attempt(lambda: urllib.request.urlopen('URL/models', timeout=5).read()),
+    'resolve': attempt(lambda: socket.getaddrinfo('localhost', 80)),
+    'subprocess': attempt(lambda: subprocess.run(['true'], check=True)),
+    'os.system': attempt(lambda: os.system('true')),
+}
+box = {}
+worker = threading.Thread(target=lambda: box.update(thread=attempt(connect)))
+worker.start()
+worker.join()
+results.update(box)
+results['llm_query'] = llm_query('still allowed')
+print(sorted(results.items()))
+"""
+
+
+def reach_out_code(srv: ScriptedServer) -> str:
+    port = srv.url.split(":")[2].split("/")[0]
+    return REACH_OUT.replace("PORT", port).replace("URL", srv.url)
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "unguarded"])
+def test_no_network_in_code_blocks_sockets_and_processes(server, make_rlm, guarded):
+    import socket
+
+    srv = server()
+    srv.responder = Script(root=[repl(reach_out_code(srv)), "FINAL(ok)"])
+    result = make_rlm(srv, no_network_in_code=guarded).completion("ctx", "q")
+    assert result.reason == "final"
+    printed = cell_text(cells_by_role(result.notebook, "code")[0])
+    verdict = "blocked" if guarded else "allowed"
+    for action in ("connect", "urlopen", "resolve", "subprocess", "os.system", "thread"):
+        assert f"('{action}', '{verdict}')" in printed, printed
+    assert "('llm_query', 'echo: still allowed')" in printed
+    assert ("--no-network-in-code" in result.notebook.cells[1].source) is guarded
+    # the guard covers generated code only: this thread connects again after the run
+    port = int(srv.url.split(":")[2].split("/")[0])
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_no_network_in_code_in_the_kernel_leaves_human_cells_alone(tmp_path):
+    srv = ScriptedServer(Script(root=[], sub=lambda p: f"echo: {p}")).start()
+    srv.responder = Script(root=[repl(reach_out_code(srv)), "FINAL(ok)"])
+    kernel = Kernel(tmp_path, clean_env(), tmp_path / "kernel.log")
+    try:
+        kernel.execute("context = 'x'")
+        reply = kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                               f"--api-base {srv.url} --no-network-in-code\nReach out.")
+        assert reply["status"] == "ok", reply
+        printed = "".join(m["content"].get("text", "") for m in kernel.messages if m["msg_type"] == "stream")
+        assert "('connect', 'blocked')" in printed and "('subprocess', 'blocked')" in printed
+        assert "('llm_query', 'echo: still allowed')" in printed
+        kernel.messages.clear()
+        reply = kernel.execute("import subprocess\nprint(subprocess.run(['echo', 'human'], capture_output=True, text=True).stdout)")
+        assert reply["status"] == "ok", reply
+        assert "human" in "".join(m["content"].get("text", "") for m in kernel.messages if m["msg_type"] == "stream")
+    finally:
+        kernel.shutdown()
+        threading.Thread(target=srv.stop, daemon=True).start()
