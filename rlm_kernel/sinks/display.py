@@ -4,6 +4,7 @@ answer. This is what a frontend without the labextension shows."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from .base import Sink
@@ -34,6 +35,14 @@ def status_line(status: dict[str, Any]) -> str:
     )
 
 
+def model_note(model: str) -> str | None:
+    """``RLM_MODEL_NOTE``, shown above runs of ``RLM_MODEL`` (the bundled
+    offline model says there that it is tiny)."""
+    if model and model == os.environ.get("RLM_MODEL"):
+        return os.environ.get("RLM_MODEL_NOTE") or None
+    return None
+
+
 class DisplaySink(Sink):
     """Renders on the code thread (the kernel's main thread), in order with
     the code's own outputs."""
@@ -49,10 +58,13 @@ class DisplaySink(Sink):
     def run_started(self, run: Run) -> None:
         if run.depth:
             return
+        note = model_note(run.endpoint.model)
 
         def show() -> None:
             from IPython.display import display
 
+            if note:
+                display({"text/markdown": f"*{note}*", "text/plain": note}, raw=True)
             self._status_handle = display({"text/plain": status_line(run.status())}, raw=True, display_id=True)
 
         self._post(show)
