@@ -30,11 +30,32 @@ def _parser() -> Any:
     run.add_argument("-o", "--output", help="trajectory notebook to write (default: rlm-run-<time>.ipynb)")
     run.add_argument("--json", action="store_true", help="print one JSON object with the result")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    run.add_argument("--approve", action="store_true",
+                     help="ask on the terminal before each generated code cell runs (run, edit, skip, stop)")
+    resume = run.add_argument_group("resuming a saved run")
+    resume.add_argument("--resume", metavar="NB", help="continue the run saved in this notebook")
+    resume.add_argument("--from-cell", type=int, metavar="N",
+                        help="continue after cell N (its index in the notebook; default: the run's last step)")
+    resume.add_argument("--no-replay", action="store_true",
+                        help="re-run the notebook's cells with fresh sub-calls instead of the recorded ones")
+    resume.add_argument("--drop-old", action="store_true",
+                        help="leave out the old continuation after cell N (default: keep it, marked superseded)")
     lab = commands.add_parser("lab", help="start JupyterLab with the RLM kernel on the examples",
                               description="Start JupyterLab with the RLM kernel on a folder (default: the examples).")
     lab.add_argument("folder", nargs="?", help="folder to open (default: examples/ of this checkout, else .)")
     lab.add_argument("--port", type=int, default=8888)
     lab.add_argument("--no-browser", action="store_true")
+    lab.add_argument("--offline", action="store_true",
+                     help="use the bundled tiny offline model even when RLM_MODEL or a provider key is set")
+    export = commands.add_parser("export", help="export a trajectory notebook (rlms-jsonl, sft, markdown)",
+                                 description="Export the runs of a trajectory notebook.")
+    export.add_argument("notebook", help="the .ipynb file")
+    export.add_argument("--format", default="markdown", help="rlms-jsonl, sft or markdown (default markdown)")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    export.add_argument("--run", help="export only the run with this id")
+    export.add_argument("--include-subcalls", action="store_true", help="sft: one more example per sub-call")
+    export.add_argument("--only-final", action="store_true", help="only runs that ended with a final answer")
+    export.add_argument("--only-approved", action="store_true", help="only runs whose every step a person approved")
     try:
         from .bench.cli import add_bench_parser
     except ImportError:
@@ -53,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "lab":
             return _lab(args)
+        if args.command == "export":
+            from .export import run_export
+
+            return run_export(args)
         if args.command == "bench":
             from .bench.cli import run_bench
 
@@ -72,6 +97,9 @@ def _run(args: Any) -> int:
     from .engine.context import load_context
     from .sinks.console import ConsoleSink
 
+    if args.resume:
+        return _resume(args)
+
     query = args.query
     if args.query_file:
         try:
@@ -87,7 +115,52 @@ def _run(args: Any) -> int:
     loaded = load_context(args.context, encoding=args.encoding)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
     sink = None if args.quiet else ConsoleSink(sys.stderr)
-    result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink)
+    result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
+                            approver=_approver(args))
+    return _report(args, result)
+
+
+def _approver(args: Any) -> Any:
+    if not args.approve:
+        return None
+    from .engine.approval import PromptApprover, terminal_approver
+
+    if sys.stdin.isatty():
+        return terminal_approver()
+    return PromptApprover(ask=_ask_stdin, show=lambda text: print(text, file=sys.stderr))
+
+
+def _ask_stdin(question: str) -> str:
+    print(question, file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
+def _resume(args: Any) -> int:
+    from pathlib import Path
+
+    from .api import RLM
+    from .magics import explicit_run_options, query_settings
+    from .resume import plan
+    from .sinks.console import ConsoleSink
+
+    if args.query or args.query_file:
+        raise RLMError("--resume continues the saved question; leave out --query.")
+    saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old)
+    settings = {**query_settings(saved.options), **explicit_run_options(args)}
+    rlm = RLM(**settings)
+    stem = Path(args.resume)
+    output = args.output or str(stem.with_name(f"{stem.stem}-resumed-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))
+    sink = None if args.quiet else ConsoleSink(sys.stderr)
+    result = rlm.resume(args.resume, from_cell=saved.upto, output=output, context=args.context or None,
+                        encoding=args.encoding, replay=not args.no_replay, drop_old=args.drop_old, sink=sink,
+                        approver=_approver(args))
+    return _report(args, result)
+
+
+def _report(args: Any, result: Any) -> int:
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     elif result.reason == "final":
@@ -106,15 +179,27 @@ def _lab(args: Any) -> int:
         if args.folder:
             raise RLMError(f"No such folder: {args.folder!r}.")
         folder = Path.cwd()
-    if not (os.environ.get("RLM_MODEL") or any(os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"))):
-        print("rlm-kernel: no model configured; set RLM_MODEL (a litellm name) and its provider key, "
-              "or pass --model/--api-base in each %%rlm cell.", file=sys.stderr)
     command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={folder}", f"--port={args.port}",
                "--MappingKernelManager.default_kernel_name=rlm"]
     if args.no_browser:
         command.append("--no-browser")
     if os.geteuid() == 0:
         command.append("--allow-root")
+    keys = any(value for name, value in os.environ.items() if name.endswith("_API_KEY"))
+    if args.offline or not (os.environ.get("RLM_MODEL") or keys):
+        from . import offline
+
+        if args.offline or offline.available():
+            print("rlm-kernel: starting the bundled offline model (llama.cpp, SmolLM2-135M)...", file=sys.stderr)
+            with offline.OfflineModel() as model:
+                print(offline.banner(model, chosen=args.offline), file=sys.stderr)
+                print(f"rlm-kernel: starting JupyterLab on {folder}", file=sys.stderr)
+                return offline.run_with_model(command, model)
+        print("rlm-kernel: no model configured and the bundled offline model is not installed "
+              f"({offline.INSTALL_HINT}); set RLM_MODEL (a litellm name) and its provider key, "
+              "or pass --model/--api-base in each %%rlm cell.", file=sys.stderr)
+    elif not os.environ.get("RLM_MODEL"):
+        print("rlm-kernel: no RLM_MODEL set; pass --model (a litellm name) in each %%rlm cell.", file=sys.stderr)
     print(f"rlm-kernel: starting JupyterLab on {folder}", file=sys.stderr)
     os.execv(sys.executable, command)
     return 0

@@ -26,6 +26,15 @@ def _rlm_cell_to_await(lines: list[str]) -> list[str]:
     return [f"await get_ipython().rlm_magics.run_cell_async({line!r}, {body!r})\n"]
 
 
+def _rlm_continue_to_await(lines: list[str]) -> list[str]:
+    """``%rlm continue`` waits for the notebook's cells from the frontend, so
+    it runs as an await too."""
+    code = "".join(lines).strip()
+    if not code.startswith("%rlm continue") or "\n" in code or not (len(code) == 13 or code[13] in " \t"):
+        return lines
+    return [f"await get_ipython().rlm_magics.continue_async({code[13:].strip()!r})\n"]
+
+
 def _warm_up() -> None:
     try:
         from .engine.llm import litellm_module
@@ -52,7 +61,11 @@ class RLMKernel(IPythonKernel):
         self.shell.register_magics(magics)
         self.shell.rlm_magics = magics
         self.shell.input_transformers_cleanup.append(_rlm_cell_to_await)
+        self.shell.input_transformers_cleanup.append(_rlm_continue_to_await)
         self.rlm_channel = LiveChannel()
+        from .takeover import KernelSession
+
+        self.rlm_session = KernelSession(self)
         # litellm takes seconds to import; warm it up without delaying the kernel's start.
         threading.Thread(target=_warm_up, name="rlm-warm-up", daemon=True).start()
 
@@ -63,7 +76,8 @@ class RLMKernel(IPythonKernel):
         reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
-        if store_history and not silent and _rlm_cell_to_await([code]) != [code] and "execution_count" in reply:
+        awaited = _rlm_cell_to_await([code]) != [code] or _rlm_continue_to_await([code]) != [code]
+        if store_history and not silent and awaited and "execution_count" in reply:
             reply["execution_count"] = number
         return reply
 

@@ -11,13 +11,15 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from .errors import RLMError
+from .errors import RLMError, redact
 from .options import add_run_options, new_parser, rlm_kwargs
 
 USAGE = """\
 %rlm context PATH [PATH ...] [--encoding ENC]   load files (a file, several, a directory, a glob) as `context`
 %rlm context                                    describe the current `context`
 %%rlm [--model M] [--sub-model M] [...]         ask the question in the cell body (see %rlm help run)
+%rlm continue [--from CELL] [--old keep|remove] continue the run from a cell (default: the cell above)
+%rlm replay on|off                              reuse recorded sub-call responses when cells re-run (default on)
 """
 
 
@@ -32,6 +34,20 @@ def _run_parser() -> Any:
     parser = new_parser("%%rlm", "Run the RLM on `context` with the cell body as the query.")
     add_run_options(parser)
     parser.add_argument("--output", help="where to write the trajectory notebook (default: rlm-runs/ next to the notebook)")
+    parser.add_argument("--approve", action="store_true", help="ask before each generated code cell runs")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start a new run even when this cell's recorded run is in the notebook below")
+    return parser
+
+
+def _continue_parser() -> Any:
+    parser = new_parser("%rlm continue", "Continue a run from a cell, with the notebook as it is now.")
+    parser.add_argument("--from", dest="from_cell", metavar="CELL",
+                        help="cell id or index to continue after (default: the cell above this one)")
+    parser.add_argument("--old", choices=("keep", "remove"), default="keep",
+                        help="the old continuation's agent cells: keep them (marked superseded) or remove them")
+    parser.add_argument("--approve", action="store_true", help="ask before each generated code cell runs")
+    add_run_options(parser, defaults=False)
     return parser
 
 
@@ -67,6 +83,10 @@ class RLMMagics(Magics):
         try:
             if command == "context":
                 return self._context(rest)
+            if command == "replay":
+                return self._replay(rest)
+            if command == "continue":
+                raise RLMError("%rlm continue runs in the RLM kernel (it waits for the notebook's cells).")
         except RLMError as error:
             raise UsageError(str(error)) from None
         raise UsageError(f"Unknown %rlm command {command!r}; try %rlm help.")
@@ -89,6 +109,23 @@ class RLMMagics(Magics):
         elapsed = time.perf_counter() - started
         print(f"{describe_context(loaded.value, loaded.sources)} ({elapsed:.2f} s)")
 
+    def _replay(self, words: list[str]) -> None:
+        session = self._session()
+        if words not in (["on"], ["off"], []):
+            raise RLMError("Use %rlm replay on or %rlm replay off.")
+        if words:
+            session.book.enabled = words[0] == "on"
+        state = "on" if session.book.enabled else "off (fresh calls; pinned responses still apply)"
+        print(f"Replay of recorded sub-calls is {state}; this session replayed {session.book.replayed}, "
+              f"made {session.book.fresh} new.")
+
+    def _session(self) -> Any:
+        kernel = getattr(self.shell, "kernel", None)
+        session = getattr(kernel, "rlm_session", None)
+        if session is None:
+            raise RLMError("Replay, pins and continue need the RLM kernel (choose \"RLM (Python 3)\").")
+        return session
+
     def _sources(self) -> list[str] | None:
         # Sources describe `context` only while it is still the object we loaded.
         if self.context_sources and self.shell.user_ns.get("context") is getattr(self, "_loaded_value", None):
@@ -101,30 +138,91 @@ class RLMMagics(Magics):
         from .engine.driver import run_here
 
         try:
-            run, finish = self._prepare(line, cell)
+            prepared = self._prepare(line, cell)
         except RLMError as error:
             raise UsageError(str(error)) from None
-        finish(run_here(run))
+        if prepared is not None:
+            run, finish = prepared
+            finish(run_here(run))
 
     async def run_cell_async(self, line: str, cell: str) -> None:
         """The RLM kernel runs ``%%rlm`` cells through this coroutine, so the
         kernel keeps handling comm messages (a reloaded page) during the run."""
+        import asyncio
+
         from .engine.driver import run_here_async
 
+        session = getattr(getattr(self.shell, "kernel", None), "rlm_session", None)
+        if session is not None:
+            session.kernel_loop = asyncio.get_running_loop()
         try:
-            run, finish = self._prepare(line, cell)
+            prepared = self._prepare(line, cell)
         except RLMError as error:
             raise UsageError(str(error)) from None
+        if prepared is None:
+            return
+        run, finish = prepared
         # IPython already counted this cell, so generated cells take the
         # numbers after its own; the kernel's reply keeps this cell's number.
         finish(await run_here_async(run))
 
-    def _prepare(self, line: str, cell: str) -> tuple[Any, Any]:
+    async def continue_async(self, line: str) -> None:
+        """``%rlm continue``: rebuild the root model's history from the
+        notebook as it is now and go on below this cell."""
+        import asyncio
+
+        from .engine.driver import run_here_async
+
+        self._session().kernel_loop = asyncio.get_running_loop()
+        try:
+            prepared = await self._prepare_continue(line)
+        except RLMError as error:
+            raise UsageError(str(error)) from None
+        run, finish = prepared
+        finish(await run_here_async(run))
+
+    async def _prepare_continue(self, line: str) -> tuple[Any, Any]:
+        from .engine.history import rebuild
+
+        args = _continue_parser().parse_args(shlex.split(line))
+        session = self._session()
+        kernel = self.shell.kernel
+        here = ((kernel.get_parent("shell") or {}).get("metadata") or {}).get("cellId")
+        cells = await session.request_cells()
+        if not cells:
+            raise RLMError("Continue needs the notebook's cells: open it in JupyterLab with the rlm-kernel "
+                           "extension, or save it first.")
+        upto = _cell_index(cells, args.from_cell, here)
+        if "context" not in self.shell.user_ns:
+            raise RLMError("No context yet: run the cell that loads `context` first.")
+        rebuilt = rebuild(cells, upto, self.shell.user_ns["context"], sources=self._sources(),
+                          view_limit=args.max_output_chars or 10_000)
+        old = [c.get("id") for c in cells[upto + 1:]
+               if _rlm_meta(c).get("run_id") == rebuilt.run_id and _rlm_meta(c).get("role") in ("thought", "code", "answer")
+               and not _rlm_meta(c).get("superseded")]
+        if old:
+            if args.old == "remove":
+                session.send("delete_cells", cell_ids=old)
+            else:
+                session.send("cell_metadata", cell_ids=old, rlm={"superseded": True})
+        settings = {**query_settings(rebuilt.options), **rlm_kwargs(args)}
+        pins = sum(1 for c in cells[rebuilt.query_index + 1:upto + 1] if not _rlm_meta(c).get("superseded")
+                   for r in _rlm_meta(c).get("subcalls") or [] if r.get("pinned"))
+        print(f"Continuing run {rebuilt.run_id} from cell {upto} (step {rebuilt.next_step}; "
+              f"{rebuilt.interventions} change{'s' if rebuilt.interventions != 1 else ''} by you; "
+              + (f"{pins} pinned sub-call response{'s' if pins != 1 else ''}; " if pins else "") +
+              f"{len(old)} old cell{'s' if len(old) != 1 else ''} {'removed' if args.old == 'remove' else 'kept, marked superseded'}).")
+        return self._prepare("", rebuilt.query, settings=settings, approve=args.approve, continued=rebuilt,
+                             anchor=here)
+
+    def _prepare(self, line: str, cell: str, *, settings: dict[str, Any] | None = None, approve: bool = False,
+                 continued: Any = None, anchor: str | None = None) -> tuple[Any, Any] | None:
         from .api import RLM, context_cell
         from .engine.dispatch import CallerThread
         from .engine.execution import ShellExecutor
         from .sinks.base import MultiSink
         from .sinks.display import DisplaySink
+        from .sinks.journal import JournalSink, journal_path
         from .sinks.notebook import NotebookSink
         from .sinks.subcall_views import SubcallViewSink
 
@@ -132,22 +230,47 @@ class RLMMagics(Magics):
         query = cell.strip()
         if "context" not in self.shell.user_ns:
             raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
-        rlm = RLM(**rlm_kwargs(args))
-        thread = CallerThread()
         kernel = getattr(self.shell, "kernel", None)
+        session = getattr(kernel, "rlm_session", None)
+        parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
+        anchor = anchor or (parent.get("metadata") or {}).get("cellId")
+        if session is not None and continued is None and not args.fresh:
+            recorded = session.recorded_run_below(anchor, f"%%rlm {line}".rstrip() + "\n" + cell)
+            if recorded is not None:
+                session.ran_anchors.add(anchor or cell.strip())
+                session.remember(rlm_kwargs(args))
+                print(f"The run of this cell ({recorded[0]}, {recorded[1]} cells) is already in the notebook below: "
+                      "run those cells to replay it with its recorded sub-calls (Run All does). "
+                      "Add --fresh to ask the model again.")
+                return None
+        settings = settings if settings is not None else rlm_kwargs(args)
+        rlm = RLM(**settings)
+        thread = CallerThread()
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
-        sinks: list[Any] = [SubcallViewSink(thread, widgets=kernel is not None and _have_widgets())]
+        sinks: list[Any] = [SubcallViewSink(thread, widgets=kernel is not None and _have_widgets(),
+                                            pinner=None if session is None else session.pin)]
         if kernel is not None:
             from .kernel_exec import KernelExecutor
 
             executor: Any = KernelExecutor(kernel, channel if live else None, run_id="")
         else:
             executor = ShellExecutor(self.shell, passthrough=True)
+        approver = None
+        if approve or args.approve:
+            approver = self._approver(session, live)
         run = rlm.new_run(
             self.shell.user_ns["context"], query, executor=executor, code_thread=thread,
-            sources=self._sources(), lead_cells=[context_cell(self._sources())],
+            sources=self._sources(), lead_cells=[] if continued else [context_cell(self._sources())],
+            approver=approver, continued=continued,
         )
+        if session is not None:
+            from .takeover import TakeoverSink
+
+            sinks.append(TakeoverSink(session, thread))
+            session.remember(settings)
+            session.active_run = run
+            session.ran_anchors.add(anchor or cell.strip())
         if kernel is not None:
             executor.run_id = run.run_id
         display_sink = DisplaySink(thread, status_only=live)
@@ -156,21 +279,94 @@ class RLMMagics(Magics):
         if live:
             from .sinks.live import LiveSink
 
-            parent = kernel.get_parent("shell") or {}
-            anchor = (parent.get("metadata") or {}).get("cellId")
             sinks.append(LiveSink(channel, thread, anchor, (parent.get("header") or {}).get("msg_id")))
+            # the open notebook may be unsaved: finished steps also go to a journal on disk
+            sinks.append(JournalSink(journal_path(trajectory_path(run.run_id, args.output)), keep=True))
         else:
             path = trajectory_path(run.run_id, args.output)
-            sinks.append(NotebookSink(path))
+            sinks += [NotebookSink(path), JournalSink(journal_path(path))]
         run.sink = MultiSink(*sinks)
 
         def finish(result: Any) -> None:
+            if session is not None:
+                session.active_run = None
+                session.install_helpers()
             result.notebook = run.notebook(result)
             result.notebook_path = str(path) if path else None
             self.shell.user_ns["rlm_result"] = result
             display_sink.show_end(result)
+            if result.reason == "error" and result.error:  # a rejected key, an unreachable server...
+                raise UsageError(redact(result.error))
 
         return run, finish
+
+
+    def _approver(self, session: Any, live: bool) -> Any:
+        from .engine.approval import PromptApprover, notebook_approver
+
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and not (kernel.get_parent("shell") or {}).get("content", {}).get("allow_stdin", True):
+            raise RLMError("--approve asks on stdin, which this frontend does not allow.")
+        if live and session is not None:
+            async def fetch(cell_id: str) -> str | None:
+                return await _fetch_source(session, cell_id)
+
+            return notebook_approver(fetch)
+        return PromptApprover()
+
+
+async def _fetch_source(session: Any, cell_id: str) -> str | None:
+    """A cell's current source, asked of the frontend from the engine loop."""
+    import asyncio
+
+    kernel_loop = session.kernel_loop
+    future = asyncio.run_coroutine_threadsafe(session.request_cells(), kernel_loop)
+    cells = await asyncio.wrap_future(future)
+    for cell in cells or []:
+        if cell.get("id") == cell_id:
+            source = cell.get("source", "")
+            return "".join(source) if isinstance(source, list) else source
+    return None
+
+
+def _rlm_meta(cell: Any) -> dict[str, Any]:
+    return (cell.get("metadata") or {}).get("rlm") or {}
+
+
+def _cell_index(cells: list[Any], wanted: str | None, here: str | None) -> int:
+    """The index of the cell to continue after: ``wanted`` (an id or an index),
+    else the cell above ``here`` (this %rlm continue cell), else the last cell."""
+    if wanted is not None:
+        if wanted.lstrip("-").isdigit():
+            index = int(wanted)
+            if not -len(cells) <= index < len(cells):
+                raise RLMError(f"There is no cell {index}: the notebook has {len(cells)} cells.")
+            return index % len(cells)
+        for index, cell in enumerate(cells):
+            if cell.get("id") == wanted:
+                return index
+        raise RLMError(f"There is no cell with id {wanted!r} in this notebook.")
+    for index, cell in enumerate(cells):
+        if here and cell.get("id") == here:
+            if index == 0:
+                raise RLMError("There is no cell above this one to continue from.")
+            return index - 1
+    return len(cells) - 1
+
+
+def query_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """RLM keyword arguments from the flags of a ``%%rlm`` query cell."""
+    args = _run_parser().parse_args([w for k, v in options.items() if k not in ("approve", "fresh", "output")
+                                     for w in ([f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)]))])
+    return rlm_kwargs(args)
+
+
+def explicit_run_options(args: Any) -> dict[str, Any]:
+    """The run options given on a command line (not left at their defaults)."""
+    parser = new_parser("defaults")
+    add_run_options(parser)
+    defaults = vars(parser.parse_args([]))
+    return {k: v for k, v in rlm_kwargs(args).items() if v != defaults.get(k)}
 
 
 def _have_widgets() -> bool:

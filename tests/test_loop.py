@@ -458,7 +458,7 @@ def test_subcall_records_are_compact(run_rlm):
     for i, record in enumerate(records):
         assert "prompt" not in record
         assert len(record["prompt_hash"]) >= 8
-        assert len(record["prompt_preview"]) <= 160
+        assert len(record["prompt_preview"]) <= 48
         assert record["prompt_preview"].startswith(f"{i:04d} ")
         assert record["prompt_chars"] == 20_005
     assert len({r["prompt_hash"] for r in records}) == 50
@@ -501,3 +501,28 @@ def test_models_and_api_base_default_from_the_environment(server, monkeypatch):
     assert {r["model"] for r in srv.requests} == {"root-model", "sub-model"}
     monkeypatch.delenv("RLM_SUB_MODEL")
     assert RLM().sub_model == "openai/root-model"  # falls back to the root model
+
+
+def test_child_run_tokens_are_its_own_not_its_siblings(run_rlm):
+    """An rlm_query record counts the child's calls only, though the ledger
+    is shared by the whole run tree."""
+    from _helpers import Router
+
+    script = Router({
+        "root-model": [repl("warm = llm_query_batched(['a', 'b', 'c'])\nkid = rlm_query('count', model='openai/child-model')\nprint(kid)"),
+                       "FINAL(done)"],
+        "child-model": [repl("print(llm_query('inner'))"), "FINAL(3)"],
+    })
+    result, _ = run_rlm(responder=script)
+    assert result.reason == "final"
+    code = next(c for c in result.notebook.cells if c.metadata.get("rlm", {}).get("role") == "code")
+    child = next(r for r in code.metadata["rlm"]["subcalls"] if r.get("kind") == "rlm")
+    own = 0
+    for cell in child["child"]["cells"]:
+        meta = cell["metadata"]["rlm"]
+        root = meta.get("root_call") or {}
+        own += root.get("prompt_tokens", 0) + root.get("completion_tokens", 0)
+        for record in meta.get("subcalls") or []:
+            own += record["usage"]["prompt_tokens"] + record["usage"]["completion_tokens"]
+    assert own > 0
+    assert child["usage"]["prompt_tokens"] + child["usage"]["completion_tokens"] == own

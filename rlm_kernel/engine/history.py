@@ -124,6 +124,10 @@ def rebuild(
                     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
                     status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"
                     feedback.append(cell_feedback(cell.get("execution_count"), status, view, chars))
+                pinned = sum(1 for r in meta.get("subcalls") or [] if r.get("pinned"))
+                if pinned:
+                    feedback.append(f"(The user edited and pinned the response of {pinned} sub-call"
+                                    f"{'s' if pinned != 1 else ''} in that block; the output above uses it.)")
             continue
         if meta.get("role") in ("answer", "context", "query"):
             continue
@@ -154,6 +158,8 @@ def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: 
 
 def _intervention(cell: Any, view_limit: int) -> str:
     source = _source(cell).strip()
+    if source.startswith("%rlm continue"):
+        return ""
     if cell.get("cell_type") == "markdown":
         return f"The user wrote a note:\n{source}" if source else ""
     if cell.get("cell_type") != "code" or not source:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ModelError, redact
+from . import json_steps
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # litellm's own httpx handler for OpenAI-style endpoints instead of the openai
@@ -25,8 +26,13 @@ def litellm_module() -> Any:
     """Import litellm lazily: it takes seconds and ~170 MB."""
     global _litellm
     if _litellm is None:
+        import atexit
+
         import litellm
 
+        from .dispatch import stop_engine_loop
+
+        atexit.register(stop_engine_loop)  # runs before litellm's exit handler (registered at its import)
         litellm.suppress_debug_info = True
         litellm.telemetry = False
         litellm.drop_params = True
@@ -61,11 +67,14 @@ class ModelEndpoint:
     model: str
     api_base: str | None = None
     api_key: str | None = None
+    json_steps: bool = False  # replies held to a JSON step (llama.cpp servers; see json_steps.py)
 
     def call_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model}
         if self.api_base:
             kwargs["api_base"] = self.api_base
+        if self.json_steps:
+            kwargs["response_format"] = json_steps.response_format()
         key = self.api_key
         if key is None and self.api_base and not _provider_key_present(self.model):
             # Local OpenAI-compatible servers ignore the key, but litellm insists on one.
@@ -94,6 +103,11 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
             f"Unknown model {endpoint.model!r}: use a litellm model name with its provider, "
             "e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5 or ollama/llama3."
         ) from None
+    if endpoint.api_base:
+        problem = _unreachable(endpoint.api_base)
+        if problem:
+            raise ModelError(f"Cannot reach the model server at {safe_url(endpoint.api_base)} ({problem}); "
+                             "check --api-base and that the server is running.")
     if endpoint.api_key or endpoint.api_base:
         return
     try:
@@ -104,6 +118,45 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
     if missing and not env.get("keys_in_environment"):
         names = " and ".join(missing)
         raise ModelError(f"Model {endpoint.model!r} needs {names}; set it in the environment (or pass --api-base for a local server).")
+
+
+def _unreachable(api_base: str, timeout: float = 5.0) -> str | None:
+    """Why no TCP connection to ``api_base`` opens (None when one does), so
+    a wrong URL fails at once instead of after every retry. Skipped behind a
+    proxy, which alone knows the way."""
+    if any(os.environ.get(name) for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                             "http_proxy", "https_proxy", "all_proxy")):
+        return None
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(api_base)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return "not a valid URL"
+    if parts.scheme not in ("http", "https") or not host:
+        return "not an http:// or https:// URL"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except socket.gaierror:
+        return f"unknown host {host!r}"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout:g} s"
+    except OSError as error:
+        return (error.strerror or type(error).__name__).lower()
+    return None
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user:password@ or a query string (either may hold a key)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<the given URL>"
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 class LLMClient:
@@ -153,6 +206,8 @@ class LLMClient:
             try:
                 response = await litellm.acompletion(**call)
                 text = _reply_text(response)
+                if endpoint.json_steps:
+                    text = json_steps.step_text(text)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - classified below
@@ -257,7 +312,7 @@ def _classify(error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, flo
     if isinstance(error, (ex.Timeout,)):
         return True, f"model {model} timed out", None
     if isinstance(error, ex.APIConnectionError):
-        where = f" at {endpoint.api_base}" if endpoint.api_base else ""
+        where = f" at {safe_url(endpoint.api_base)}" if endpoint.api_base else ""
         return True, f"cannot reach model {model}{where}: {detail}", None
     if isinstance(error, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)) or (
         isinstance(status, int) and status >= 500

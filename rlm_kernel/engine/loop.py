@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,14 @@ from nbformat import NotebookNode
 from ..errors import BudgetExceeded
 from ..sinks.base import Sink
 from . import prompts, trajectory
+from .approval import Approver
 from .budget import Budget, Limits
 from .dispatch import CallerThread, CodeThread, WorkerThread, wait_interruptibly
 from .execution import CellResult, Executor, PlainExecutor
+from .guard import run_guarded
 from .llm import LLMClient, ModelCallError, ModelEndpoint
 from .protocol import cell_feedback, find_final, split_reply
+from .replay import ReplayBook, ReplayCursor
 from .subcalls import SubcallHelpers, SubcallRecord
 
 REASONS = ("final", "max_iterations", "budget", "timeout", "error", "interrupted")
@@ -81,6 +84,7 @@ class RunTree:
         self.root_endpoint = root
         self.sub_endpoint = sub
         self.stopping: str | None = None  # reason, once someone asked the run to stop
+        self.replayed = 0  # sub-calls answered from the notebook instead of a model
         self._semaphore: asyncio.Semaphore | None = None
         self.lock = threading.Lock()
 
@@ -117,6 +121,11 @@ class Run:
         options: dict[str, Any] | None = None,
         run_id: str | None = None,
         lead_cells: list[NotebookNode] | None = None,
+        replay: ReplayBook | None = None,
+        history: list[dict[str, Any]] | Callable[[Any], list[dict[str, Any]]] | None = None,
+        first_step: int = 1,
+        approver: Approver | None = None,
+        prelude: list[NotebookNode] | None = None,
     ) -> None:
         self.tree = tree
         self.query = query
@@ -130,7 +139,17 @@ class Run:
         self.options = options or {}
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.cells: list[NotebookNode] = list(lead_cells or [])
-        self.iteration = 0
+        self.replay = replay
+        self.replay_cursor: ReplayCursor | None = None  # the recorded sub-calls of the cell running now
+        self.current_cell_id: str | None = None
+        self.history = history  # a continued run starts from these messages
+        self.first_step = first_step
+        self.approver = approver
+        self.prelude = prelude or []  # recorded cells to re-run (replaying sub-calls) before the first step
+        self.trailing_cells: list[NotebookNode] = []  # kept after the run's own cells (an old continuation)
+        self.earlier_runs: list[dict[str, Any]] = []  # records of the runs a resumed notebook already had
+        self.iteration = first_step - 1
+        self.own_tokens = [0, 0]  # prompt, completion: this run's calls and its children's (not its siblings')
         self.subcalls_made = 0
         self.started = time.monotonic()
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -153,7 +172,7 @@ class Run:
         return self._entries
 
     def _make_entries(self) -> dict[str, Any]:
-        return {
+        entries = {
             "context": self.context,
             "llm_query": self.helpers.llm_query,
             "llm_query_batched": self.helpers.llm_query_batched,
@@ -164,6 +183,9 @@ class Run:
             "FINAL_VAR": self._final_var_call,
             "answer": self._answer_dict,
         }
+        if self.context is None and self.prelude:
+            del entries["context"]  # a resumed run's own cells define it
+        return entries
 
     def _restore_namespace(self) -> list[str]:
         """Put back any helper or ``context`` the code rebound or deleted;
@@ -218,6 +240,27 @@ class Run:
         if isinstance(self.code_thread, CallerThread):
             return self.code_thread.wait(future)
         return wait_interruptibly(future)
+
+    def add_tokens(self, prompt: int, completion: int) -> None:
+        with self.tree.lock:
+            self.own_tokens[0] += prompt
+            self.own_tokens[1] += completion
+
+    def open_cell(self, cell_id: str | None, source: str | None = None) -> list[SubcallRecord]:
+        """Start collecting the sub-calls of a cell (replaying its recorded ones)."""
+        records: list[SubcallRecord] = []
+        self._cell_subcalls = records
+        book = self.replay
+        if book is not None and cell_id is None and source is not None:
+            cell_id = book.cell_for_source(source)
+        self.replay_cursor = book.cursor(cell_id) if book is not None else None
+        self.current_cell_id = cell_id
+        return records
+
+    def close_cell(self) -> None:
+        self._cell_subcalls = None
+        self.replay_cursor = None
+        self.current_cell_id = None
 
     def record_subcall(self, record: SubcallRecord) -> None:
         self.subcalls_made += 1
@@ -278,15 +321,27 @@ class Run:
         reason, error, answer, answer_var = "max_iterations", None, None, None
         self._task, self._loop = asyncio.current_task(), asyncio.get_running_loop()
         self.sink.run_started(self)
-        if self.depth == 0 or not self.cells:
-            self._add_cell(trajectory.query_cell(self.run_id, self.query, self.options))
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": prompts.SYSTEM_PROMPT},
-            {"role": "user", "content": prompts.first_message(self.context, self.query, self.sources)},
-        ]
+        if self.history is not None and not callable(self.history):
+            messages = [dict(m) for m in self.history]
+        elif self.history is not None:
+            messages = []  # built from the notebook once the prelude has rebuilt `context`
+        else:
+            if self.depth == 0 or not self.cells:
+                self._add_cell(trajectory.query_cell(self.run_id, self.query, self.options))
+            messages = [
+                {"role": "system", "content": prompts.SYSTEM_PROMPT},
+                {"role": "user", "content": prompts.first_message(self.context, self.query, self.sources)},
+            ]
         try:
+            if self.prelude:
+                await self._run_prelude()
+            if callable(self.history):
+                messages = [dict(m) for m in self.history(self.context)]
             await self.code_thread.run(self._restore_namespace)
-            for iteration in range(1, limits.max_iterations + 1):
+            if self.first_step > limits.max_iterations:
+                raise _Stop("max_iterations", f"The run already used its {limits.max_iterations} steps; "
+                            "raise --max-iterations to continue it.")
+            for iteration in range(self.first_step, limits.max_iterations + 1):
                 self.iteration = iteration
                 self._check_stop()
                 self._status(force=True)
@@ -310,6 +365,18 @@ class Run:
                 self.code_thread.close()
         return self._end(reason, error, answer, answer_var)
 
+    async def _run_prelude(self) -> None:
+        """Rebuild the namespace of a resumed run: re-run its recorded cells
+        (sub-calls replayed), then take `context` from it if none was given."""
+        for cell in self.prelude:
+            self._check_stop()
+            result = await self._run_cell(cell)
+            if result.status == "interrupted":
+                raise _Stop(self.tree.stopping or "interrupted", "The run was interrupted.")
+        if self.context is None:
+            self.context = self.executor.namespace.get("context")
+            self._entries = None
+
     def _check_stop(self) -> None:
         if self.tree.stopping:
             raise _Stop(self.tree.stopping, "The run was interrupted." if self.tree.stopping == "interrupted" else None)
@@ -328,6 +395,7 @@ class Run:
                 raise _Stop(problem.reason, str(problem)) from None
             raise _Stop("error", f"The root model call failed: {failure}.") from None
         tree.budget.charge(completion)
+        self.add_tokens(completion.prompt_tokens, completion.completion_tokens)
         self._root_usage = {
             "model": completion.model, "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens, "cost_usd": completion.cost_usd,
@@ -360,6 +428,22 @@ class Run:
                 feedback.append(f"A code block was not run: {why}.")
                 continue
             self._add_cell(cell)
+            if self.approver is not None:
+                decision = await self.approver.decide(self, cell)
+                if decision.action == "stop":
+                    cell.metadata["rlm"]["status"] = "skipped"
+                    self.sink.cell_finished(self, cell)
+                    raise _Stop("interrupted", "The run was stopped at an approval prompt.")
+                if decision.action == "skip":
+                    cell.metadata["rlm"].update(status="skipped", approved=False)
+                    self.sink.cell_finished(self, cell)
+                    feedback.append("The user chose not to run that code block.")
+                    continue
+                if decision.source is not None and decision.source != cell.source:
+                    cell.source = decision.source
+                    cell.metadata["rlm"]["edited"] = True
+                    self.sink.cell_edited(self, cell)
+                cell.metadata["rlm"]["approved"] = True
             ran += 1
             result = await self._run_cell(cell)
             feedback.append(self._feedback(result))
@@ -410,8 +494,7 @@ class Run:
 
     async def _run_cell(self, cell: NotebookNode) -> CellResult:
         limits = self.tree.limits
-        subcalls: list[SubcallRecord] = []
-        self._cell_subcalls = subcalls
+        subcalls = self.open_cell(cell.id)
         self.sink.cell_started(self, cell)
         timer = None
         timed_out = threading.Event()
@@ -431,15 +514,15 @@ class Run:
             timer = asyncio.get_running_loop().call_later(min(waits), expire)
         try:
             result = await self.code_thread.run(
-                lambda: (self._restore_namespace(), self.executor.execute(
-                    cell.source, cell_id=cell.id, view_limit=limits.max_output_chars))[1]
+                lambda: (self._restore_namespace(), run_guarded(limits.no_network_in_code, lambda: self.executor.execute(
+                    cell.source, cell_id=cell.id, view_limit=limits.max_output_chars)))[1]
             )
         except KeyboardInterrupt:
             result = CellResult([], "interrupted", None, "KeyboardInterrupt", 0, 0.0, "KeyboardInterrupt")
         finally:
             if timer is not None:
                 timer.cancel()
-            self._cell_subcalls = None
+            self.close_cell()
         if result.status == "interrupted" and timed_out.is_set() and not self.tree.stopping:
             result.status = "error"
             result.error_name = "TimeoutError"
@@ -484,7 +567,7 @@ class Run:
             "run_id": self.run_id, "query": self.query, "model": self.endpoint.model,
             "sub_model": self.tree.sub_endpoint.model, "started": self.started_at,
             "reason": result.reason if result else "running", "error": result.error if result else None,
-            "iterations": self.iteration, "subcalls": budget.subcalls,
+            "iterations": self.iteration, "subcalls": budget.subcalls, "replayed_subcalls": self.tree.replayed,
             "usage": budget.ledger.as_dict(), "cost_usd": budget.ledger.cost_usd,
             "elapsed_s": round(time.monotonic() - self.started, 3),
             "answer_var": result.answer_var if result else None,
@@ -494,7 +577,10 @@ class Run:
         return entry
 
     def notebook(self, result: RunResult | None = None) -> NotebookNode:
-        return trajectory.new_notebook(self.cells, self.record(result))
+        nb = trajectory.new_notebook(self.cells + self.trailing_cells, self.record(result))
+        if self.earlier_runs:
+            nb.metadata["rlm"]["runs"] = [*self.earlier_runs, *nb.metadata["rlm"]["runs"]]
+        return nb
 
     def interrupt(self) -> None:
         """Stop the run from any thread (Ctrl-C, the Interrupt button)."""

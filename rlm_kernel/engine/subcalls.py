@@ -18,7 +18,7 @@ from .llm import ModelCallError
 if TYPE_CHECKING:
     from .loop import Run
 
-PREVIEW_CHARS = 160
+PREVIEW_CHARS = 48  # the prompt itself is not kept: its hash and a one-line preview
 
 
 class SubcallFailure(str):
@@ -50,13 +50,28 @@ class SubcallRecord:
     attempts: int = 0
     batch: str | None = None
     child: dict[str, Any] | None = None
+    replayed: bool = False  # the response came from the notebook, not a model call
+    pinned: bool = False  # a person edited the response and pinned it
+    cell_id: str | None = None  # the notebook cell whose code made the call
     started: float = field(default_factory=time.monotonic)
 
+    def replay(self, recorded: dict[str, Any]) -> None:
+        """Take the response of a recorded sub-call instead of calling a model."""
+        usage = recorded.get("usage") or {}
+        self.status, self.response, self.replayed = "done", recorded.get("response") or "", True
+        self.pinned = bool(recorded.get("pinned"))
+        self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens = int(usage.get("completion_tokens") or 0)
+        self.cost_usd, self.latency_s = 0.0, 0.0
+        if recorded.get("child") is not None:
+            self.child = recorded["child"]
+
     def as_metadata(self) -> dict[str, Any]:
-        """Compact form for cell metadata: the prompt by hash and preview."""
+        """Compact form for cell metadata: the prompt by hash and preview.
+        ``kind`` is left out for plain llm calls and ``cost_usd`` when the
+        price is unknown (a 10,000-sub-call run stays under 5 MB)."""
         record: dict[str, Any] = {
             "id": self.id,
-            "kind": self.kind,
             "model": self.model,
             "prompt_hash": prompt_hash(self.model, self.prompt),
             "prompt_preview": self.prompt[:PREVIEW_CHARS],
@@ -64,9 +79,12 @@ class SubcallRecord:
             "status": self.status,
             "response": self.response,
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
-            "cost_usd": self.cost_usd,
-            "latency_s": None if self.latency_s is None else round(self.latency_s, 4),
+            "latency_s": None if self.latency_s is None else round(self.latency_s, 3),
         }
+        if self.kind != "llm":
+            record["kind"] = self.kind
+        if self.cost_usd is not None:
+            record["cost_usd"] = self.cost_usd
         if self.error:
             record["error"] = self.error
         if self.attempts > 1:
@@ -75,11 +93,15 @@ class SubcallRecord:
             record["batch"] = self.batch
         if self.child is not None:
             record["child"] = self.child
+        if self.replayed:
+            record["replayed"] = True
+        if self.pinned:
+            record["pinned"] = True
         return record
 
 
 def prompt_hash(model: str, prompt: str) -> str:
-    return hashlib.sha256(f"{model}\x00{prompt}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return hashlib.sha256(f"{model}\x00{prompt}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 _batch_ids = itertools.count(1)
@@ -97,8 +119,7 @@ class SubcallHelpers:
         """Ask the sub-model about ``prompt``; returns its reply as a str."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         prompt = _as_prompt(prompt)
-        self.run.tree.budget.reserve_subcalls(1)
-        record = self._new_record("llm", prompt, model)
+        record = self._new_records("llm", [prompt], model)[0]
         self._wait([record], self._call(record))
         if record.status == "error":
             raise SubcallError(f"Sub-call to {record.model} failed: {record.error}.")
@@ -111,12 +132,10 @@ class SubcallHelpers:
         prompts = [_as_prompt(p) for p in _as_list(prompts)]
         if not prompts:
             return []
-        self.run.tree.budget.reserve_subcalls(len(prompts))
-        batch = f"b{next(_batch_ids)}"
-        records = [self._new_record("llm", p, model, batch=batch) for p in prompts]
+        records = self._new_records("llm", prompts, model, batch=f"b{next(_batch_ids)}")
 
         async def all_calls() -> None:
-            await asyncio.gather(*(self._call(r) for r in records))
+            await asyncio.gather(*(self._call(r) for r in records if not r.replayed))
 
         self._wait(records, all_calls())
         self._raise_if_budget_ended(records)
@@ -129,8 +148,7 @@ class SubcallHelpers:
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         self._check_depth()
         prompt = _as_prompt(prompt)
-        self.run.tree.budget.reserve_subcalls(1)
-        record = self._new_record("rlm", prompt, model)
+        record = self._new_records("rlm", [prompt], model)[0]
         self._wait([record], self._child(record, context))
         if record.status == "error":
             raise SubcallError(f"Child run failed: {record.error}.")
@@ -143,12 +161,10 @@ class SubcallHelpers:
         prompts = [_as_prompt(p) for p in _as_list(prompts)]
         if not prompts:
             return []
-        self.run.tree.budget.reserve_subcalls(len(prompts))
-        batch = f"b{next(_batch_ids)}"
-        records = [self._new_record("rlm", p, model, batch=batch) for p in prompts]
+        records = self._new_records("rlm", prompts, model, batch=f"b{next(_batch_ids)}")
 
         async def all_children() -> None:
-            await asyncio.gather(*(self._child(r, None) for r in records))
+            await asyncio.gather(*(self._child(r, None) for r in records if not r.replayed))
 
         self._wait(records, all_children())
         self._raise_if_budget_ended(records)
@@ -176,15 +192,33 @@ class SubcallHelpers:
                 "use llm_query here instead."
             )
 
-    def _new_record(self, kind: str, prompt: str, model: str | None, batch: str | None = None) -> SubcallRecord:
+    def _new_records(self, kind: str, prompts: list[str], model: str | None,
+                     batch: str | None = None) -> list[SubcallRecord]:
+        """Records for these prompts: replayed ones filled from the notebook,
+        the rest claimed from the sub-call budget (all or none)."""
         endpoint = self.run.sub_endpoint(model)
-        record = SubcallRecord(
-            id=f"{self.run.run_id}-{next(self._ids)}", kind=kind, model=endpoint.model, prompt=prompt, batch=batch
-        )
-        self.run.record_subcall(record)
-        return record
+        cursor = self.run.replay_cursor
+        records, fresh = [], 0
+        for prompt in prompts:
+            record = SubcallRecord(id="", kind=kind, model=endpoint.model, prompt=prompt, batch=batch)
+            recorded = cursor.take(endpoint.model, prompt) if cursor is not None else None
+            if recorded is not None:
+                record.replay(recorded)
+            else:
+                fresh += 1
+            records.append(record)
+        if fresh:
+            self.run.tree.budget.reserve_subcalls(fresh)
+        self.run.tree.replayed += len(records) - fresh
+        for record in records:
+            record.id = str(next(self._ids))  # unique in its run (the cell carries the run id)
+            record.cell_id = self.run.current_cell_id
+            self.run.record_subcall(record)
+        return records
 
     async def _call(self, record: SubcallRecord) -> None:
+        if record.replayed:
+            return
         tree = self.run.tree
         endpoint = self.run.sub_endpoint(record.model)
         async with tree.slots():
@@ -203,6 +237,7 @@ class SubcallHelpers:
                 record.status, record.error, record.attempts = "error", str(error), error.attempts
             else:
                 tree.budget.charge(completion)
+                self.run.add_tokens(completion.prompt_tokens, completion.completion_tokens)
                 record.status, record.response = "done", completion.text
                 record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
                 record.cost_usd, record.attempts = completion.cost_usd, completion.attempts
@@ -211,6 +246,8 @@ class SubcallHelpers:
         self.run.subcall_changed(record)
 
     async def _child(self, record: SubcallRecord, context: Any) -> None:
+        if record.replayed:
+            return
         record.status = "running"
         self.run.subcall_changed(record)
         started = time.monotonic()
@@ -219,9 +256,9 @@ class SubcallHelpers:
         result = await child.run()
         record.latency_s = time.monotonic() - started
         record.child = child.child_record(result)
-        usage = result.usage.get(record.model, {})
-        record.prompt_tokens = usage.get("prompt_tokens", 0)
-        record.completion_tokens = usage.get("completion_tokens", 0)
+        # the child's own calls (the ledger is shared with its siblings)
+        record.prompt_tokens, record.completion_tokens = child.own_tokens
+        self.run.add_tokens(*child.own_tokens)
         if result.reason == "final":
             record.status, record.response = "done", result.answer_text
         else:

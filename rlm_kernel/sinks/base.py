@@ -26,6 +26,9 @@ class Sink:
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None: ...
 
+    def cell_edited(self, run: Run, cell: NotebookNode) -> None:
+        """A person changed the cell's source before it ran (an approval edit)."""
+
     def subcall(self, run: Run, record: SubcallRecord) -> None: ...
 
     def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
@@ -62,6 +65,10 @@ class MultiSink(Sink):
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         for sink in self.sinks:
             sink.cell_finished(run, cell)
+
+    def cell_edited(self, run: Run, cell: NotebookNode) -> None:
+        for sink in self.sinks:
+            sink.cell_edited(run, cell)
 
     def subcall(self, run: Run, record: SubcallRecord) -> None:
         for sink in self.sinks:

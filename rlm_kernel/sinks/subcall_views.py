@@ -4,6 +4,7 @@ cell that made it: a live widget in a kernel, markdown everywhere."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..widgets.subcall import SubcallView
@@ -32,9 +33,11 @@ class SubcallViewSink(Sink):
     """``widgets``: draw ipywidgets (only in a kernel with a frontend); updates
     are posted to ``thread`` (the kernel's main thread) and coalesced."""
 
-    def __init__(self, thread: CallerThread | None = None, widgets: bool = False) -> None:
+    def __init__(self, thread: CallerThread | None = None, widgets: bool = False,
+                 pinner: Callable[[Run, SubcallRecord, str], None] | None = None) -> None:
         self.thread = thread
         self.widgets = widgets and thread is not None
+        self.pinner = pinner  # lets a person edit and pin a response in the widget
         self._views: dict[str, SubcallView] = {}
         self._pending: set[int] = set()
         self._lock = threading.Lock()
@@ -42,7 +45,9 @@ class SubcallViewSink(Sink):
     def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
         if not records:
             return
-        view = SubcallView(records, records[0].kind, widgets=self.widgets and run.depth == 0)
+        pin = self.pinner
+        view = SubcallView(records, records[0].kind, widgets=self.widgets and run.depth == 0,
+                           pinner=None if pin is None else (lambda record, text: pin(run, record, text)))
         with self._lock:
             for record in records:
                 self._views[record.id] = view

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ VIEW_CHARS = 20_000  # text shown when a single call is expanded; cell metadata 
 ROW_CHARS = 1_500  # per row of a batch, so a 256-call batch stays light to update
 CHUNK = 16  # rows per HTML widget
 MAX_ROWS = 512
-MD_ROWS = 20  # rows in the markdown form (the cell metadata has every call)
+MD_ROWS = 6  # rows in the markdown form (the cell metadata has every call)
 MIME_WIDGET = "application/vnd.jupyter.widget-view+json"
 _STATUS_COLOURS = {"queued": "#888", "running": "#1a73e8", "done": "#188038", "error": "#d93025"}
 
@@ -46,8 +47,15 @@ def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CH
     colour = _STATUS_COLOURS.get(record.status, "#888")
     latency = f"{record.latency_s:.2f} s" if record.latency_s is not None else "…"
     tokens = f"{record.prompt_tokens:,}+{record.completion_tokens:,} tok"
+    flags = "".join(
+        f" <span class='rlm-sc-flag rlm-sc-{name}' title='{tip}' style='font-size:85%;border:1px solid;"
+        f"border-radius:3px;padding:0 3px'>{name}</span>"
+        for name, tip, on in (("pinned", "a person edited this response and pinned it", record.pinned),
+                              ("replayed", "answered from the notebook, no model call", record.replayed))
+        if on
+    )
     summary = (
-        f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{record.status}</span> "
+        f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{record.status}</span>{flags} "
         f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
         f"<span class='rlm-sc-preview'>{html.escape(_one_line(record.prompt))}</span>"
     )
@@ -66,8 +74,9 @@ def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CH
 
 def record_markdown(record: SubcallRecord) -> str:
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
+    status = record.status + (" (pinned)" if record.pinned else "") + (" (replayed)" if record.replayed else "")
     return (
-        f"| {record.status} | `{record.model}` | {record.prompt_tokens}+{record.completion_tokens} | "
+        f"| {status} | `{record.model}` | {record.prompt_tokens}+{record.completion_tokens} | "
         f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
         f"{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
     )
@@ -80,8 +89,10 @@ def _md_cell(text: str) -> str:
 class SubcallView:
     """A live view of a group of sub-calls made by one helper call."""
 
-    def __init__(self, records: list[SubcallRecord], kind: str, widgets: bool) -> None:
+    def __init__(self, records: list[SubcallRecord], kind: str, widgets: bool,
+                 pinner: Callable[[SubcallRecord, str], None] | None = None) -> None:
         self.records = records
+        self.pinner = pinner
         self.kind = kind  # llm | rlm
         self.batched = len(records) > 1 or bool(records and records[0].batch)
         self.display_id = uuid.uuid4().hex
@@ -139,6 +150,14 @@ class SubcallView:
         if self.kind == "rlm":
             self._steps = w.Accordion(children=[], layout=w.Layout(width="100%"))
             children.append(self._steps)
+        if self.pinner is not None:
+            self._edit_button = w.Button(description="Edit response…", icon="pencil",
+                                         tooltip="Edit a response and pin it: re-running the cell returns it",
+                                         layout=w.Layout(width="auto", align_self="flex-start"))
+            self._edit_button.add_class("rlm-sc-edit")
+            self._edit_button.on_click(lambda _: self._open_editor())
+            self._editor = w.VBox([])
+            children.extend([self._edit_button, self._editor])
         self._dirty: set[int] = set()
         self.widget = w.VBox(children, layout=w.Layout(border="1px solid var(--jp-border-color2, #ddd)",
                                                       padding="4px 8px", margin="2px 0"))
@@ -173,6 +192,47 @@ class SubcallView:
         dirty, self._dirty = self._dirty, set()
         for chunk in sorted(dirty):
             self._chunks[chunk].value = self._chunk_html(chunk * CHUNK)
+
+    # -- editing and pinning ---------------------------------------------------
+    def _open_editor(self) -> None:
+        """Show the editor (built on first use: a big batch stays light)."""
+        import ipywidgets as w
+
+        if self._editor.children:
+            return
+        done = [r for r in self.records if r.status in ("done", "error")]
+        if not done:
+            return
+        self._choice = w.Dropdown(options=[(f"#{i + 1}: {_one_line(r.prompt, 60)}", r.id) for i, r in enumerate(done)],
+                                  description="sub-call", layout=w.Layout(width="95%"))
+        self._text = w.Textarea(value=done[0].response or "", layout=w.Layout(width="95%", height="8em"))
+        self._text.add_class("rlm-sc-edit-text")
+        self._pin_button = w.Button(description="Pin response", icon="thumb-tack", button_style="warning",
+                                    tooltip="Keep this response: re-running the cell returns it instead of a model call")
+        self._pin_button.add_class("rlm-sc-pin")
+        self._pin_note = w.HTML()
+        by_id = {r.id: r for r in done}
+
+        def show(_: Any = None) -> None:
+            record = by_id[self._choice.value]
+            self._text.value = record.response or ""
+
+        self._choice.observe(show, names="value")
+        self._pin_button.on_click(lambda _: self._pin(by_id[self._choice.value]))
+        show()
+        rows = [self._text, w.HBox([self._pin_button, self._pin_note])]
+        self._editor.children = ([self._choice] if len(done) > 1 else []) + rows
+
+    def _pin(self, record: SubcallRecord) -> None:
+        if self.pinner is None:
+            return
+        self.pinner(record, self._text.value)
+        self.mark(record)
+        self.refresh()
+        self._pin_note.value = (
+            "<span class='rlm-sc-pinned-note'>Pinned: re-run the cell to use it "
+            "(saved in the cell's metadata).</span>"
+        )
 
     def child_output(self, record_id: str) -> Any:
         """The Output widget that shows a child run's steps."""

@@ -1,0 +1,119 @@
+"""Replay: re-running a cell reuses the sub-call responses recorded in it.
+
+Every code cell that made sub-calls keeps them in ``metadata.rlm.subcalls``
+(prompt hash, response, usage; ``pinned`` when a person edited the
+response). A :class:`ReplayBook` holds those records by cell id; when the
+cell runs again, each ``llm_query`` / ``rlm_query`` whose model and prompt
+match a recorded one (in order, per prompt) gets the recorded response
+instead of a model call. Pinned responses are used even when replay is off;
+a prompt that changed, or one whose recorded call failed, is a fresh call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from typing import Any
+
+from .subcalls import prompt_hash
+
+
+def _meta(cell: Any) -> dict[str, Any]:
+    return (cell.get("metadata") or {}).get("rlm") or {}
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+class ReplayCursor:
+    """The recorded sub-calls of one cell, handed out once each."""
+
+    def __init__(self, records: list[dict[str, Any]], enabled: bool) -> None:
+        self._by_prompt: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self._models = {r.get("model") or "" for r in records}
+        for record in records:
+            usable = record.get("pinned") or (enabled and record.get("status") == "done")
+            if usable and record.get("prompt_hash") and record.get("response") is not None:
+                self._by_prompt[record["prompt_hash"]].append(record)
+        self._lock = threading.Lock()
+
+    def take(self, model: str, prompt: str) -> dict[str, Any] | None:
+        """The next recorded call of ``prompt`` to ``model`` (any recorded
+        model when none is configured, as in a notebook opened without keys)."""
+        with self._lock:
+            queue = self._by_prompt.get(prompt_hash(model, prompt))
+            if not queue and not model:
+                for recorded_model in self._models:
+                    queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
+                    if queue:
+                        break
+            return queue.popleft() if queue else None
+
+    def __bool__(self) -> bool:
+        return any(self._by_prompt.values())
+
+
+class ReplayBook:
+    """Recorded sub-calls by cell id, from the notebook and from this session."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.cells: dict[str, list[dict[str, Any]]] = {}
+        self._by_source: dict[str, str] = {}
+        self.replayed = 0
+        self.fresh = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_cells(cls, cells: list[Any], enabled: bool = True) -> ReplayBook:
+        book = cls(enabled)
+        book.load_cells(cells)
+        return book
+
+    def load_cells(self, cells: list[Any]) -> None:
+        """Take the records of every cell that has some (replacing what the
+        book had for those cells)."""
+        with self._lock:
+            for cell in cells:
+                records = _meta(cell).get("subcalls")
+                cell_id = cell.get("id")
+                if records and cell_id:
+                    self.cells[cell_id] = [dict(r) for r in records]
+                    self._by_source[_source(cell).strip()] = cell_id
+
+    def set_cell(self, cell_id: str, records: list[dict[str, Any]], source: str | None = None) -> None:
+        with self._lock:
+            self.cells[cell_id] = [dict(r) for r in records]
+            if source is not None:
+                self._by_source[source.strip()] = cell_id
+
+    def cell_for_source(self, source: str) -> str | None:
+        """The id of a recorded cell with exactly this source (for clients
+        that don't say which cell they run, like nbclient)."""
+        return self._by_source.get(source.strip())
+
+    def pin(self, cell_id: str, record_id: str, response: str) -> dict[str, Any] | None:
+        """Pin a person's response for one recorded sub-call; returns the record."""
+        with self._lock:
+            for record in self.cells.get(cell_id, []):
+                if record.get("id") == record_id:
+                    record.update(response=response, pinned=True, status="done")
+                    record.pop("error", None)
+                    return dict(record)
+        return None
+
+    def cursor(self, cell_id: str | None) -> ReplayCursor | None:
+        if not cell_id:
+            return None
+        records = self.cells.get(cell_id)
+        return ReplayCursor(records, self.enabled) if records else None
+
+    def count(self, replayed: int, fresh: int) -> None:
+        with self._lock:
+            self.replayed += replayed
+            self.fresh += fresh
+
+
+__all__ = ["ReplayBook", "ReplayCursor"]

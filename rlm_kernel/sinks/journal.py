@@ -1,0 +1,114 @@
+"""The run journal: an append-only record of every finished step on disk.
+
+One JSON line per event, flushed as it happens, so a killed process (or a
+crashed kernel) loses nothing it had finished: the first line describes the
+run, then each cell follows once it is final (markdown cells when written,
+code cells when they finish running). ``read_journal`` turns a journal back
+into a notebook, which ``rlm-kernel run --resume`` continues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import nbformat
+
+from .base import Sink
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..engine.loop import Run, RunResult
+
+SUFFIX = ".journal.jsonl"
+
+
+def journal_path(notebook_path: str | os.PathLike[str]) -> Path:
+    """``run.ipynb`` -> ``run.journal.jsonl`` beside it."""
+    path = Path(notebook_path)
+    return path.with_name(path.stem + SUFFIX)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class JournalSink(Sink):
+    """Appends to ``path``; removes it when the run ends cleanly and
+    ``keep`` is false (the finished notebook then holds everything)."""
+
+    def __init__(self, path: str | os.PathLike[str], keep: bool = False) -> None:
+        self.path = Path(path)
+        self.keep = keep
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self._lock:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+            self._handle.write(line + "\n")
+            self._handle.flush()
+
+    def run_started(self, run: Run) -> None:
+        if run.depth == 0:
+            self._write({"kind": "run", "run": _plain(run.record())})
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        if run.depth == 0 and cell.cell_type != "code":
+            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+        elif run.depth == 0 and cell.metadata.get("rlm", {}).get("role") in ("query", "context"):
+            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+
+    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+        if run.depth == 0:
+            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+
+    def run_ended(self, run: Run, result: RunResult) -> None:
+        if run.depth:
+            return
+        self._write({"kind": "end", "run": _plain(run.record(result))})
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+        if not self.keep:
+            self.path.unlink(missing_ok=True)
+
+
+def read_journal(path: str | os.PathLike[str]) -> NotebookNode:
+    """The notebook a journal describes (a torn last line is ignored)."""
+    from ..engine.trajectory import new_notebook
+
+    cells: dict[str, Any] = {}
+    runs: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the process died mid-write
+            if record.get("kind") == "cell":
+                cell = record["cell"]
+                cells[cell["id"]] = cell  # a later line of the same cell wins, in its first place
+            elif record.get("kind") in ("run", "end"):
+                if runs and runs[-1].get("run_id") == record["run"].get("run_id"):
+                    runs[-1] = record["run"]
+                else:
+                    runs.append(record["run"])
+    nb = new_notebook([nbformat.from_dict(c) for c in cells.values()], runs[-1] if runs else {})
+    nb.metadata["rlm"]["runs"] = runs
+    return nb
+
+
+__all__ = ["JournalSink", "journal_path", "read_journal", "SUFFIX"]

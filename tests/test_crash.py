@@ -1,0 +1,130 @@
+"""Crashes: a run killed mid-way (SIGKILL, no chance to clean up) keeps every
+finished step in its journal, and ``rlm-kernel run --resume JOURNAL`` carries
+on from it, replaying the recorded sub-calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+from _helpers import Router, repl
+from test_cli import CLI, clean_env
+
+from rlm_kernel.sinks.journal import read_journal
+from rlm_kernel.testing.server import ScriptedServer
+
+FAKE_KEY = "sk-test-crash-0000"
+STEPS = [
+    repl("facts = llm_query_batched([context[:10], context[10:20]])\nprint('facts', len(facts))"),
+    repl("step_two = 'done'\nprint('step two', step_two)"),
+    repl("import time\nprint('about to hang', flush=True)\ntime.sleep(120)"),
+]
+
+
+def _sub(prompt: str) -> str:
+    return f"fact about {prompt[:10]!r}"
+
+
+def _finished_code_cells(journal: Path) -> int:
+    if not journal.exists():
+        return 0
+    count = 0
+    for line in journal.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        cell = record.get("cell") or {}
+        if cell.get("metadata", {}).get("rlm", {}).get("role") == "code" and cell.get("metadata", {}).get(
+                "rlm", {}).get("status"):
+            count += 1
+    return count
+
+
+def _wait_for(predicate, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+def _resume_from(journal: Path, cwd: Path) -> tuple[dict, ScriptedServer, Path]:
+    nb = read_journal(journal)
+    nbformat.validate(nb)
+    step_two = next(i for i, c in enumerate(nb.cells)
+                    if c.metadata.get("rlm", {}).get("role") == "code" and c.metadata["rlm"].get("step") == 2)
+    server = ScriptedServer(Router({"root-model": ["FINAL(recovered)"]}, sub=_sub)).start()
+    out = cwd / "recovered.ipynb"
+    done = subprocess.run([CLI, "run", "--resume", str(journal), "--from-cell", str(step_two), "--api-base",
+                           server.url, "-o", str(out), "--json", "--quiet"], cwd=cwd,
+                          env=clean_env(OPENAI_API_KEY=FAKE_KEY), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), server, out
+
+
+def test_killed_cli_run_resumes_from_its_journal(tmp_path):
+    (tmp_path / "doc.txt").write_text("0123456789abcdefghijklmnop\n", encoding="utf-8")
+    with ScriptedServer(Router({"root-model": list(STEPS)}, sub=_sub)) as server:
+        out = tmp_path / "run.ipynb"
+        proc = subprocess.Popen([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                                 "--sub-model", "openai/sub-model", "--api-base", server.url, "-o", str(out),
+                                 "--quiet"], cwd=tmp_path,
+                                env=clean_env(OPENAI_API_KEY=FAKE_KEY), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        journal = tmp_path / "run.journal.jsonl"
+        try:
+            _wait_for(lambda: _finished_code_cells(journal) == 2 and len(server.calls("root-model")) == 3)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=30)
+        assert len(server.calls("sub-model")) == 2
+    assert journal.exists(), "the journal of a killed run is gone"
+    result, server, out = _resume_from(journal, tmp_path)
+    try:
+        assert result["answer"] == "recovered"
+        assert server.calls("sub-model") == [], "finished sub-calls were made again"
+        saved = nbformat.read(out, as_version=4)
+        text = json.dumps([c.get("outputs") for c in saved.cells])
+        assert "facts 2" in text and "step two done" in text
+    finally:
+        server.stop()
+
+
+@pytest.mark.kernel
+def test_killed_kernel_run_resumes_from_its_journal(tmp_path):
+    from test_takeover import Frontend
+
+    (tmp_path / "doc.txt").write_text("0123456789abcdefghijklmnop\n", encoding="utf-8")
+    with ScriptedServer(Router({"root-model": list(STEPS)}, sub=_sub)) as server:
+        kernel = Frontend(tmp_path)
+        try:
+            kernel.hello([])
+            kernel.execute(f"import os; os.environ.update(OPENAI_API_KEY='{FAKE_KEY}')")
+            kernel.execute("%rlm context doc.txt")
+            ask = f"%%rlm --model openai/root-model --sub-model openai/sub-model --api-base {server.url}\nq"
+            content = {"code": ask, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+            kernel.kc.shell_channel.send(kernel.kc.session.msg("execute_request", content,
+                                                               metadata={"cellId": uuid.uuid4().hex}))
+            journals = lambda: list((tmp_path / "rlm-runs").glob("*.journal.jsonl"))  # noqa: E731
+            _wait_for(lambda: journals() and _finished_code_cells(journals()[0]) == 2
+                      and len(server.calls("root-model")) == 3)
+        finally:
+            os.kill(kernel.km.provisioner.process.pid, signal.SIGKILL)  # no chance to clean up
+            kernel.kc.stop_channels()
+            kernel.km.shutdown_kernel(now=True)
+    [journal] = journals()
+    result, server, _ = _resume_from(journal, tmp_path)
+    try:
+        assert result["answer"] == "recovered"
+        assert server.calls("sub-model") == []
+    finally:
+        server.stop()

@@ -1,0 +1,173 @@
+"""Resuming a saved run headless (``RLM.resume`` and ``rlm-kernel run
+--resume``) and approving steps (``--approve``), against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _helpers import Router, repl
+from test_cli import CLI, clean_env
+
+from rlm_kernel.testing.server import ScriptedServer
+
+FAKE_KEY = "sk-test-resume-0000"
+
+
+def _sub(prompt: str) -> str:
+    return f"sub: {prompt[:40]}"
+
+
+def _first_run(tmp_path: Path, make_rlm: Any, server: Any) -> tuple[Path, Any]:
+    (tmp_path / "doc.txt").write_text("apples and pears\n" * 40, encoding="utf-8")
+    srv = server(Router({"root-model": [
+        repl("chunks = [context[:30], context[30:60]]\nnotes = llm_query_batched(chunks)\nprint(len(notes), 'notes')",
+             prose="I split the text."),
+        repl("total = 2 * 21\nprint('total', total)"),
+        "FINAL_VAR(total)",
+    ]}, sub=_sub))
+    from rlm_kernel.engine.context import load_context
+
+    loaded = load_context([str(tmp_path / "doc.txt")])
+    path = tmp_path / "first.ipynb"
+    result = make_rlm(srv).completion(loaded.value, "Count things.", output=path, sources=loaded.sources)
+    assert result.reason == "final"
+    return path, srv
+
+
+def _index(nb: Any, role: str, step: int) -> int:
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("rlm", {})
+        if meta.get("role") == role and meta.get("step") == step:
+            return i
+    raise AssertionError(f"no {role} cell for step {step}")
+
+
+def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm, server):
+    path, first = _first_run(tmp_path, make_rlm, server)
+    nb = nbformat.read(path, as_version=4)
+    upto = _index(nb, "code", 1)
+    # a person edits step 1's code and adds a note after it, in the file
+    nb.cells[upto].source += "\nprint('edited by a person')"
+    nb.cells.insert(upto + 1, nbformat.v4.new_markdown_cell("Please double-check the pears."))
+    nbformat.write(nb, path)
+
+    seen: list[str] = []
+
+    def root(body: dict[str, Any]) -> str:
+        seen.append("\n".join(str(m.get("content")) for m in body["messages"]))
+        return "FINAL(resumed answer)"
+
+    srv = server(Router({"root-model": [root]}, sub=_sub))
+    out = tmp_path / "resumed.ipynb"
+    result = make_rlm(srv).resume(path, from_cell=upto + 1, output=out)
+    assert result.reason == "final" and result.answer == "resumed answer"
+    assert srv.calls("sub-model") == [], "the prefix's sub-calls were not replayed"
+    history = seen[0]
+    assert "edited by a person" in history and "Please double-check the pears." in history
+    assert "2 notes" in history  # the re-run cell's output
+    assert "total = 2 * 21" not in history  # the old continuation is not part of it
+
+    saved = nbformat.read(out, as_version=4)
+    nbformat.validate(saved)
+    roles = [(c.metadata.get("rlm", {}).get("role"), c.metadata.get("rlm", {}).get("superseded", False))
+             for c in saved.cells]
+    new_answer = next(i for i, c in enumerate(saved.cells)
+                      if "resumed answer" in c.source and c.metadata["rlm"].get("role") == "answer")
+    # the new step (its prose, then the answer) comes right after the note
+    assert saved.cells[upto + 2].metadata["rlm"]["role"] == "thought", roles
+    assert new_answer == upto + 3, roles
+    old = [c for c in saved.cells[new_answer + 1:] if c.metadata.get("rlm", {}).get("role") in ("thought", "code")]
+    assert old and all(c.metadata["rlm"]["superseded"] for c in old)
+    replayed = saved.cells[upto].metadata["rlm"]["subcalls"]
+    assert [r["replayed"] for r in replayed] == [True, True]
+    assert len(saved.metadata["rlm"]["runs"]) == 2
+    assert saved.metadata["rlm"]["runs"][-1]["replayed_subcalls"] == 2
+
+
+def test_resume_without_replay_and_dropping_the_old_continuation(tmp_path, make_rlm, server):
+    path, _ = _first_run(tmp_path, make_rlm, server)
+    nb = nbformat.read(path, as_version=4)
+    upto = _index(nb, "code", 1)
+    srv = server(Router({"root-model": ["FINAL(again)"]}, sub=_sub))
+    out = tmp_path / "fresh.ipynb"
+    result = make_rlm(srv).resume(path, from_cell=upto, output=out, replay=False, drop_old=True)
+    assert result.reason == "final"
+    assert len(srv.calls("sub-model")) == 2
+    saved = nbformat.read(out, as_version=4)
+    assert not any(c.metadata.get("rlm", {}).get("superseded") for c in saved.cells)
+    assert "total = 2 * 21" not in "".join(c.source for c in saved.cells)
+
+
+def _cli(args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], cwd=cwd, env=clean_env(OPENAI_API_KEY=FAKE_KEY), input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_resume_from_a_cell_index(tmp_path, make_rlm, server):
+    path, _ = _first_run(tmp_path, make_rlm, server)
+    with ScriptedServer(Router({"root-model": ["FINAL(cli resumed)"]}, sub=_sub)) as srv:
+        out = tmp_path / "cli.ipynb"
+        done = _cli(["run", "--resume", str(path), "--from-cell", "3", "--api-base", srv.url, "-o", str(out),
+                     "--json", "--quiet"], tmp_path)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["answer"] == "cli resumed" and result["notebook"] == str(out)
+        assert srv.calls("sub-model") == []
+        assert FAKE_KEY not in out.read_text() + done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--resume", "missing.ipynb"], "No such notebook"),
+    (["--resume", "plain.ipynb"], "no RLM run to resume"),
+    (["--resume", "first.ipynb", "--from-cell", "99"], "There is no cell 99"),
+    (["--resume", "first.ipynb", "--query", "x"], "leave out --query"),
+])
+def test_cli_resume_errors_are_one_sentence(tmp_path, make_rlm, server, args, needle):
+    _first_run(tmp_path, make_rlm, server)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), tmp_path / "plain.ipynb")
+    done = _cli(["run", *args, "--model", "openai/root-model"], tmp_path)
+    assert done.returncode == 2, done
+    assert needle in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cli_approve_skip_edit_and_run(tmp_path):
+    (tmp_path / "doc.txt").write_text("text\n", encoding="utf-8")
+    script = Router({"root-model": [
+        repl("print('first block ran')"),
+        repl("print('second block as written')"),
+        repl("print('third block ran')"),
+        "FINAL(approved run)",
+    ]}, sub=_sub)
+    with ScriptedServer(script) as srv:
+        out = tmp_path / "approved.ipynb"
+        answers = "s\ne\nprint('second block, edited')\n\n"
+        done = _cli(["run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                     "--api-base", srv.url, "--approve", "-o", str(out), "--json"], tmp_path, stdin=answers)
+        assert done.returncode == 0, done.stderr
+        assert "Run this code?" in done.stderr
+        nb = nbformat.read(out, as_version=4)
+        code = [c for c in nb.cells if c.metadata.get("rlm", {}).get("role") == "code"]
+        assert code[0].metadata["rlm"]["status"] == "skipped" and code[0].metadata["rlm"]["approved"] is False
+        assert code[1].source == "print('second block, edited')" and code[1].metadata["rlm"]["edited"] is True
+        assert "second block, edited" in code[1].outputs[0]["text"]
+        assert code[2].metadata["rlm"]["approved"] is True and "third block ran" in code[2].outputs[0]["text"]
+        feedback = "\n".join(str(m["content"]) for m in srv.calls("root-model")[1]["messages"])
+        assert "The user chose not to run that code block." in feedback
+
+
+def test_cli_approve_stop_ends_the_run(tmp_path):
+    (tmp_path / "doc.txt").write_text("text\n", encoding="utf-8")
+    with ScriptedServer(Router({"root-model": [repl("print('never')")]}, sub=_sub)) as srv:
+        out = tmp_path / "stopped.ipynb"
+        done = _cli(["run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                     "--api-base", srv.url, "--approve", "-o", str(out), "--json"], tmp_path, stdin="t\n")
+        assert done.returncode == 1
+        assert json.loads(done.stdout)["reason"] == "interrupted"
+        nb = nbformat.read(out, as_version=4)
+        assert "never" not in json.dumps([c.get("outputs") for c in nb.cells])

@@ -1,0 +1,400 @@
+"""Taking over in the RLM kernel (jupyter_client, real HTTP to the scripted
+server): sub-calls from a person's cells are recorded in the cell's
+metadata, re-running replays them, pins made in the widget win, Run All on a
+saved RLM notebook makes no model calls, and ``%rlm continue`` rebuilds the
+history from the notebook as it is now."""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _helpers import Router, repl
+from test_kernel import TIMEOUT, Kernel, kernel_env, texts
+
+from rlm_kernel.testing.server import ScriptedServer
+
+pytestmark = pytest.mark.kernel
+PROTOCOL = "rlm/1"
+
+
+class Frontend(Kernel):
+    """A kernel client that also speaks the labextension's side of the comm."""
+
+    def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
+        if env is None:
+            super().__init__("rlm", cwd)
+        else:
+            from jupyter_client.manager import start_new_kernel
+
+            self.cwd, self.name = cwd, "rlm"
+            self.km, self.kc = start_new_kernel(kernel_name="rlm", cwd=str(cwd), env=env, startup_timeout=TIMEOUT)
+        self.comm_id = uuid.uuid4().hex
+        self.ops: list[dict[str, Any]] = []
+        self.cells: list[dict[str, Any]] = []
+
+    def execute(self, code: str, timeout: float = TIMEOUT, **kwargs: Any) -> tuple[dict, list[dict]]:
+        reply, messages = super().execute(code, timeout, **kwargs)
+        for msg in messages:
+            data = msg["content"].get("data") or {} if msg["msg_type"] in ("comm_open", "comm_msg") else {}
+            if data.get("protocol") == PROTOCOL:
+                self.ops.append(data)
+        return reply, messages
+
+    def hello(self, cells: list[dict[str, Any]] | None = None) -> None:
+        data = {"protocol": PROTOCOL, "op": "hello", "notebook_path": "t.ipynb", "client_id": "test"}
+        if cells is not None:
+            data["cells"] = cells
+        msg = self.kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "rlm", "data": data})
+        self.kc.shell_channel.send(msg)
+        self.execute("pass")  # the comm_open is handled before this
+
+    def send_op(self, op: str, **fields: Any) -> None:
+        msg = self.kc.session.msg("comm_msg", {"comm_id": self.comm_id,
+                                               "data": {"protocol": PROTOCOL, "op": op, **fields}})
+        self.kc.shell_channel.send(msg)
+
+    def run_cell(self, code: str, cell_id: str, timeout: float = TIMEOUT,
+                 on_op: Any = None) -> tuple[dict, list[dict]]:
+        """Execute like JupyterLab does (the request names its cell), collecting our ops."""
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                   "allow_stdin": False, "stop_on_error": True}
+        msg = self.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+        self.kc.shell_channel.send(msg)
+        msg_id = msg["header"]["msg_id"]
+        messages: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                iopub = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"cell {cell_id} did not finish in {timeout} s") from None
+            messages.append(iopub)
+            if iopub["msg_type"] in ("comm_open", "comm_msg"):
+                data = iopub["content"].get("data") or {}
+                if data.get("protocol") == PROTOCOL:
+                    self.ops.append(data)
+                    if on_op is not None:
+                        on_op(data)
+            if (iopub["parent_header"].get("msg_id") == msg_id and iopub["msg_type"] == "status"
+                    and iopub["content"]["execution_state"] == "idle"):
+                break
+        while True:
+            reply = self.kc.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"], messages
+
+    def ops_named(self, name: str) -> list[dict[str, Any]]:
+        return [o for o in self.ops if o.get("op") == name]
+
+
+def _sub_answers(prompt: str) -> str:
+    return f"sub says: {prompt.upper()}"
+
+
+@pytest.fixture
+def frontend(tmp_path):
+    kernel = Frontend(tmp_path)
+    try:
+        reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+        assert reply["status"] == "ok"
+        yield kernel
+    finally:
+        kernel.shutdown()
+
+
+def _settings(server: ScriptedServer) -> str:
+    return (f"import os; os.environ.update(RLM_MODEL='openai/root-model', RLM_SUB_MODEL='openai/sub-model', "
+            f"RLM_API_BASE='{server.url}', OPENAI_API_KEY='sk-test-not-a-key')")
+
+
+def test_person_cell_subcalls_are_recorded_then_replayed(frontend):
+    with ScriptedServer(Router({}, sub=_sub_answers)) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'some text'")
+        code = "r = llm_query('hello there')\nprint('got', r)"
+        reply, messages = frontend.run_cell(code, "h1")
+        assert reply["status"] == "ok", reply
+        assert "got sub says: HELLO THERE" in texts(messages, "stream")
+        assert len(server.calls("sub-model")) == 1
+        recorded = frontend.ops_named("cell_metadata")[-1]
+        assert recorded["cell_id"] == "h1"
+        [record] = recorded["rlm"]["subcalls"]
+        assert record["response"] == "sub says: HELLO THERE" and record["status"] == "done"
+
+        reply, messages = frontend.run_cell(code, "h1")
+        assert reply["status"] == "ok"
+        assert "got sub says: HELLO THERE" in texts(messages, "stream")
+        assert len(server.calls("sub-model")) == 1, "the re-run called the model instead of replaying"
+        assert "1 sub-call replayed from the notebook, 0 new" in texts(messages, "stream")
+        assert frontend.ops_named("cell_metadata")[-1]["rlm"]["subcalls"][0]["replayed"] is True
+
+        # a changed prompt is a new call; replay off makes every call fresh
+        frontend.run_cell("print(llm_query('something else'))", "h1")
+        assert len(server.calls("sub-model")) == 2
+        frontend.execute("%rlm replay off")
+        frontend.run_cell(code, "h2")
+        frontend.run_cell(code, "h2")
+        assert len(server.calls("sub-model")) == 4
+
+
+def _widget_models(messages: list[dict]) -> dict[str, dict[str, Any]]:
+    models = {}
+    for msg in messages:
+        if msg["msg_type"] == "comm_open" and msg["content"].get("target_name") == "jupyter.widget":
+            models[msg["content"]["comm_id"]] = msg["content"]["data"]["state"]
+    return models
+
+
+def _click(kernel: Frontend, comm_id: str) -> list[dict]:
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom",
+                                                                           "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(msg)
+    _, messages = kernel.execute("pass")
+    return messages
+
+
+def _set_value(kernel: Frontend, comm_id: str, value: str) -> None:
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "update", "state": {"value": value}, "buffer_paths": []}})
+    kernel.kc.shell_channel.send(msg)
+    kernel.execute("pass")
+
+
+def test_pinned_response_from_the_widget_is_returned_on_rerun(frontend):
+    with ScriptedServer(Router({}, sub=_sub_answers)) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'x'")
+        code = "r = llm_query('capital of france?')\nprint('answer is', r)"
+        reply, messages = frontend.run_cell(code, "p1")
+        assert reply["status"] == "ok"
+        models = _widget_models(messages)
+        [edit] = [cid for cid, s in models.items() if s.get("description") == "Edit response…"]
+        shown = _widget_models(_click(frontend, edit))
+        [text] = [cid for cid, s in shown.items() if s.get("_model_name") == "TextareaModel"]
+        [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
+        assert shown[text]["value"] == "sub says: CAPITAL OF FRANCE?"
+        _set_value(frontend, text, "Paris (edited by a person)")
+        _click(frontend, pin)
+        pinned = frontend.ops_named("cell_metadata")[-1]
+        assert pinned["cell_id"] == "p1"
+        assert pinned["rlm"]["subcalls"][0]["pinned"] is True
+        assert pinned["rlm"]["subcalls"][0]["response"] == "Paris (edited by a person)"
+
+        reply, messages = frontend.run_cell(code, "p1")
+        assert "answer is Paris (edited by a person)" in texts(messages, "stream")
+        # pins hold with replay off too
+        frontend.execute("%rlm replay off")
+        reply, messages = frontend.run_cell(code, "p1")
+        assert "answer is Paris (edited by a person)" in texts(messages, "stream")
+        assert len(server.calls("sub-model")) == 1
+
+
+def _headless_notebook(server: ScriptedServer, tmp_path: Path) -> Path:
+    from rlm_kernel.api import RLM
+
+    (tmp_path / "doc.txt").write_text("alpha beta gamma\n" * 50, encoding="utf-8")
+    path = tmp_path / "saved.ipynb"
+    rlm = RLM("openai/root-model", "openai/sub-model", api_base=server.url, api_key="sk-test-not-a-key")
+    from rlm_kernel.engine.context import load_context
+
+    loaded = load_context([str(tmp_path / "doc.txt")])
+    result = rlm.completion(loaded.value, "Summarise.", output=path, sources=loaded.sources)
+    assert result.reason == "final", result
+    return path
+
+
+def test_run_all_on_a_saved_notebook_makes_no_model_calls(tmp_path):
+    """nbclient (which names no cells) with the notebook's path in
+    JPY_SESSION_NAME, as Jupyter sets it: the %%rlm cell does not run again and
+    every sub-call replays."""
+    from nbclient import NotebookClient
+
+    script = Router({"root-model": [
+        repl("parts = [context[:20], context[20:40]]\nanswers = llm_query_batched(parts)\nprint(answers)"),
+        repl("summary = llm_query('join: ' + ' / '.join(answers))\nprint(summary)"),
+        "FINAL_VAR(summary)",
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        path = _headless_notebook(server, tmp_path)
+        made = len(server.requests)
+        assert len(server.calls("sub-model")) == 3
+        env = {**kernel_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
+        client.execute(env=env)
+        assert len(server.requests) == made, "Run All called a model"
+        outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+        assert "already in the notebook below" in outputs
+        assert "sub says: JOIN:" in outputs
+        assert "replayed from the notebook" in outputs
+
+
+def test_continue_from_here_rebuilds_history_with_the_persons_edits(frontend):
+    seen: list[str] = []
+
+    def root(body: dict[str, Any]) -> str:
+        seen.append("\n".join(str(m.get("content")) for m in body["messages"]))
+        return "FINAL(done after continue)"
+
+    script = Router({"root-model": [
+        repl("x = 21\nprint('x is', x)", prose="First I set x."),
+        repl("print('double', x * 2)"),
+        root,
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'numbers'")
+        reply, _ = frontend.run_cell("%%rlm --max-iterations 2\nWhat is x doubled?", "q1")
+        assert reply["status"] == "ok", reply
+        inserted = [o["cell"] for o in frontend.ops_named("insert_cell")]
+        finished = {o["cell_id"]: o for o in frontend.ops_named("cell_finished")}
+        cells = [{"id": "ctx", "cell_type": "code", "source": "context = 'numbers'", "metadata": {}, "outputs": []},
+                 {"id": "q1", "cell_type": "code", "source": "%%rlm --max-iterations 2\nWhat is x doubled?",
+                  "metadata": {}, "outputs": []}]
+        for cell in inserted:
+            cell = dict(cell)
+            if cell["id"] in finished:
+                cell["metadata"] = {"rlm": finished[cell["id"]]["metadata"]}
+                cell["execution_count"] = finished[cell["id"]]["execution_count"]
+            cells.append(cell)
+        first_code = next(c for c in cells if c.get("metadata", {}).get("rlm", {}).get("role") == "code")
+        # the person edits the first code cell, re-runs it, and adds a note
+        first_code["source"] = "x = 50\nprint('x is', x)"
+        reply, messages = frontend.run_cell(first_code["source"], first_code["id"])
+        first_code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x is 50\n"}]
+        index = cells.index(first_code)
+        note = {"id": "note", "cell_type": "markdown", "source": "Use x = 50 from now on.", "metadata": {}}
+        cells.insert(index + 1, note)
+        cont = {"id": "cont", "cell_type": "code", "source": "%rlm continue", "metadata": {}, "outputs": []}
+        cells.insert(index + 2, cont)
+
+        def answer(op: dict[str, Any]) -> None:
+            if op.get("op") == "get_cells":
+                frontend.send_op("cells", request_id=op["request_id"], cells=cells)
+
+        reply, messages = frontend.run_cell("%rlm continue", "cont", on_op=answer)
+        assert reply["status"] == "ok", (reply, texts(messages, "stream", "error"))
+        assert seen, "the root model was not called after continue"
+        history = seen[-1]
+        assert "x = 50" in history and "x is 50" in history
+        assert "Use x = 50 from now on." in history
+        assert "print('double'" not in history, "the old continuation leaked into the rebuilt history"
+        superseded = [o for o in frontend.ops_named("cell_metadata") if o.get("rlm", {}).get("superseded")]
+        assert superseded and superseded[-1]["cell_ids"], "the old continuation was not marked superseded"
+        answer_cells = [o["cell"] for o in frontend.ops_named("insert_cell")
+                        if o["cell"]["metadata"]["rlm"].get("role") == "answer"]
+        assert "done after continue" in answer_cells[-1]["source"]
+        assert answer_cells[-1]["metadata"]["rlm"]["run_id"] == first_code["metadata"]["rlm"]["run_id"]
+
+
+def _answer_stdin(kernel: Frontend, answers: list[str], asked: list[str], stop: Any) -> None:
+    while not stop.is_set() and answers:
+        try:
+            msg = kernel.kc.stdin_channel.get_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["msg_type"] == "input_request":
+            asked.append(msg["content"]["prompt"])
+            kernel.kc.input(answers.pop(0))
+
+
+def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
+    """``%%rlm --approve``: the kernel asks on stdin before each generated
+    code cell; "e" lets the person edit the inserted cell, whose new source
+    the kernel fetches from the notebook."""
+    import threading
+
+    script = Router({"root-model": [
+        repl("print('one as written')"),
+        repl("print('two')"),
+        "FINAL(approved)",
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'c'")
+        asked: list[str] = []
+        stop = threading.Event()
+        answers = ["e", "", "s"]
+        helper = threading.Thread(target=_answer_stdin, args=(frontend, answers, asked, stop), daemon=True)
+
+        def on_op(op: dict[str, Any]) -> None:
+            if op.get("op") == "get_cells" and op.get("request_id") != "hello":
+                cells = [dict(o["cell"]) for o in frontend.ops_named("insert_cell")]
+                for cell in cells:
+                    if cell["source"] == "print('one as written')":
+                        cell["source"] = "print('one, edited in the notebook')"
+                frontend.send_op("cells", request_id=op["request_id"], cells=cells)
+
+        content = {"code": "%%rlm --approve\nGo.", "silent": False, "store_history": True, "user_expressions": {},
+                   "allow_stdin": True, "stop_on_error": True}
+        helper.start()
+        try:
+            msg = frontend.kc.session.msg("execute_request", content, metadata={"cellId": "ask"})
+            frontend.kc.shell_channel.send(msg)
+            messages = _collect_until_idle(frontend, msg["header"]["msg_id"], on_op)
+        finally:
+            stop.set()
+            helper.join(5)
+        assert any("Run this code?" in a for a in asked), asked
+        finished = {o["cell_id"]: o for o in frontend.ops_named("cell_finished")}
+        inserted = [o["cell"] for o in frontend.ops_named("insert_cell") if o["cell"]["cell_type"] == "code"]
+        first, second = inserted[0], inserted[1]
+        assert finished[first["id"]]["metadata"]["edited"] is True
+        assert finished[first["id"]]["metadata"]["approved"] is True
+        assert "one, edited in the notebook" in texts(messages, "stream")
+        assert finished[second["id"]]["status"] == "skipped"
+        edited = [o for o in frontend.ops_named("cell_source") if o["cell_id"] == first["id"]]
+        assert edited and edited[0]["source"] == "print('one, edited in the notebook')"
+
+
+def _collect_until_idle(kernel: Frontend, msg_id: str, on_op: Any, timeout: float = 60) -> list[dict]:
+    messages: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        messages.append(msg)
+        if msg["msg_type"] in ("comm_open", "comm_msg"):
+            data = msg["content"].get("data") or {}
+            if data.get("protocol") == PROTOCOL:
+                kernel.ops.append(data)
+                on_op(data)
+        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            return messages
+
+
+def test_pins_survive_a_kernel_restart_through_the_notebook(tmp_path):
+    """A new kernel learns the notebook's recorded sub-calls and pins from the
+    page (it asks for the cells after hello), so a pin made before a restart
+    still answers, and no model is called."""
+    with ScriptedServer(Router({}, sub=_sub_answers)) as server:
+        kernel = Frontend(tmp_path)
+        try:
+            kernel.hello()
+            asks = [o for o in kernel.ops_named("get_cells") if o.get("request_id") == "hello"]
+            assert asks, "the kernel did not ask for the notebook's cells after hello"
+            from rlm_kernel.engine.subcalls import prompt_hash
+
+            record = {"id": "1", "model": "openai/sub-model", "status": "done", "pinned": True,
+                      "prompt_hash": prompt_hash("openai/sub-model", "what colour?"), "response": "a pinned blue"}
+            cells = [{"id": "c1", "cell_type": "code", "source": "print(llm_query('what colour?'))",
+                      "metadata": {"rlm": {"subcalls": [record]}}, "outputs": []}]
+            kernel.send_op("cells", request_id="hello", cells=cells)
+            kernel.execute(_settings(server))
+            kernel.execute("%rlm replay off")
+            reply, messages = kernel.run_cell(cells[0]["source"], "c1")
+            assert reply["status"] == "ok"
+            assert "a pinned blue" in texts(messages, "stream")
+            assert server.calls("sub-model") == []
+        finally:
+            kernel.shutdown()
