@@ -12,22 +12,42 @@ export type NewCell = Partial<nbformat.ICell> & {
   cell_type: nbformat.CellType;
 };
 
+/**
+ * Cell models found so far, by notebook and id. A live run looks cells up by
+ * id for every op and routed output, so scanning the notebook each time
+ * would cost O(cells) per message. A model stays valid until it is disposed
+ * (its cell was deleted, moved or the notebook reloaded).
+ */
+const found = new WeakMap<INotebookModel, Map<string, ICellModel>>();
+
 export function cellIndex(model: INotebookModel, cellId: string): number {
-  const cells = model.cells;
-  for (let i = 0; i < cells.length; i++) {
-    if (cells.get(i).id === cellId) {
-      return i;
-    }
-  }
-  return -1;
+  const cell = cellById(model, cellId);
+  return cell ? model.sharedModel.cells.indexOf(cell.sharedModel) : -1;
 }
 
 export function cellById(
   model: INotebookModel,
   cellId: string
 ): ICellModel | null {
-  const index = cellIndex(model, cellId);
-  return index < 0 ? null : model.cells.get(index);
+  let byId = found.get(model);
+  if (!byId) {
+    byId = new Map();
+    found.set(model, byId);
+  }
+  const known = byId.get(cellId);
+  if (known && !known.isDisposed && known.id === cellId) {
+    return known;
+  }
+  byId.delete(cellId);
+  const cells = model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.id === cellId) {
+      byId.set(cellId, cell);
+      return cell;
+    }
+  }
+  return null;
 }
 
 export function codeCellById(

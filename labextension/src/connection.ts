@@ -12,17 +12,18 @@ import { UUID } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 
 import {
-  asKernelOp,
   COMM_TARGET,
+  FEATURES,
   type IHello,
+  kernelOps,
   type KernelOp,
   PROTOCOL
 } from './protocol';
 
 /** What the link delivers. */
 export interface ILinkSink {
-  /** A protocol op from the kernel. */
-  onOp(op: KernelOp): void;
+  /** The protocol ops of one kernel message, in order. */
+  onOps(ops: KernelOp[]): void;
   /** Any other iopub message (candidates for output routing). */
   onIOPub(msg: KernelMessage.IIOPubMessage): void;
 }
@@ -100,7 +101,8 @@ export class KernelLink implements IDisposable {
       protocol: PROTOCOL,
       op: 'hello',
       notebook_path: this.notebookPath(),
-      client_id: CLIENT_ID
+      client_id: CLIENT_ID,
+      features: FEATURES
     };
     const comm = kernel.createComm(COMM_TARGET);
     comm.onClose = () => {
@@ -136,9 +138,9 @@ export class KernelLink implements IDisposable {
   ): void {
     const type = msg.header.msg_type;
     if (type === 'comm_open' || type === 'comm_msg') {
-      const op = asKernelOp((msg.content as { data?: unknown }).data);
-      if (op) {
-        this.sink.onOp(op);
+      const ops = kernelOps((msg.content as { data?: unknown }).data);
+      if (ops.length) {
+        this.sink.onOps(ops);
       }
       return;
     }

@@ -48,7 +48,7 @@ export class LiveNotebook implements IDisposable, IRunStatusSource {
     this.link = new KernelLink(
       context.sessionContext,
       {
-        onOp: op => this.apply(op),
+        onOps: ops => ops.forEach(op => this.apply(op)),
         onIOPub: msg => this.router.route(msg)
       },
       () => context.path

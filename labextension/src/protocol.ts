@@ -96,12 +96,28 @@ export type KernelOp =
   | IRunEnded
   | IResync;
 
+/**
+ * Several ops of a run that the kernel queued (until a cell starts, the run
+ * ends or a short window passes) and sent as one message; applied in order,
+ * exactly as if they had come one by one.
+ */
+export interface IOps {
+  protocol: typeof PROTOCOL;
+  op: 'ops';
+  ops: unknown[];
+}
+
 export interface IHello {
   protocol: typeof PROTOCOL;
   op: 'hello';
   notebook_path: string;
   client_id: string;
+  /** Optional protocol additions this frontend understands. */
+  features: string[];
 }
+
+/** `ops`: this frontend reads several ops sent as one `ops` message. */
+export const FEATURES = ['ops'];
 
 const KERNEL_OPS: ReadonlySet<string> = new Set([
   'run_started',
@@ -134,6 +150,32 @@ export function asKernelOp(data: unknown): KernelOp | null {
     return null;
   }
   return data as KernelOp;
+}
+
+/**
+ * The kernel ops `data` carries, in order: one op, the members of an `ops`
+ * message, or none.
+ */
+export function kernelOps(data: unknown): KernelOp[] {
+  const record = data as Partial<IOps> | null;
+  if (
+    typeof record === 'object' &&
+    record !== null &&
+    record.protocol === PROTOCOL &&
+    record.op === 'ops' &&
+    Array.isArray(record.ops)
+  ) {
+    const ops: KernelOp[] = [];
+    for (const member of record.ops) {
+      const op = asKernelOp(member);
+      if (op) {
+        ops.push(op);
+      }
+    }
+    return ops;
+  }
+  const op = asKernelOp(data);
+  return op ? [op] : [];
 }
 
 const SYNTHETIC_MSG_ID = /^rlm-(.+)-(\d+)$/;

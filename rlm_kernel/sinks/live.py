@@ -4,10 +4,18 @@ The extension inserts the cells this sink announces and routes the iopub
 messages of each generated cell into it (see docs/live-protocol.md). Every
 op is sent from the kernel's main thread (posted through the run's code
 thread), so ops and the cells' own outputs reach the frontend in order.
+
+Ops wait in the sink's outbox until a generated cell is about to run (its
+outputs must follow its insert), the run ends, or ``BATCH_WINDOW_S`` has
+passed, and leave together as one ``ops`` message when the frontend's
+``hello`` said it reads them: every message costs the kernel, the Jupyter
+server and the page a round of work, and a fast run emits a dozen ops per
+step. Only the newest queued ``status`` is kept.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .base import Sink
@@ -20,6 +28,12 @@ if TYPE_CHECKING:
 
 PROTOCOL = "rlm/1"
 _HIDDEN_ROLES = ("context", "query")
+BATCH_WINDOW_S = 0.02  # the longest an op waits for company; too short for a person to notice
+
+
+def step_msg_id(cell_id: str) -> str:
+    """The synthetic parent msg_id a generated cell's code runs under."""
+    return f"rlm-{cell_id}-1"
 
 
 class LiveChannel:
@@ -31,8 +45,11 @@ class LiveChannel:
 
         self.attached = False
         self.notebook_path: str | None = None
+        self.batches = False  # the last hello said the frontend reads `ops` messages
         self.comm: Any = None
         self.active: LiveSink | None = None
+        self.listeners: list[Any] = []  # called with every frontend op (take-over requests and replies)
+        self.lock = threading.RLock()  # held while sending, so queued and direct ops stay in order
         get_comm_manager().register_target("rlm", self._on_open)
 
     def _on_open(self, comm: Any, msg: dict[str, Any]) -> None:
@@ -42,19 +59,39 @@ class LiveChannel:
     def _handle(self, data: dict[str, Any]) -> None:
         if data.get("protocol") != PROTOCOL:
             return
+        for listener in list(self.listeners):
+            listener(data)
         if data.get("op") == "hello":
             self.attached = True
             self.notebook_path = data.get("notebook_path") or self.notebook_path
+            self.batches = "ops" in (data.get("features") or ())
             if self.active is not None:
                 self.active.resync()
 
     def send(self, op: str, **fields: Any) -> None:
+        """Send one op now, after whatever the active run still has queued."""
+        with self.lock:
+            if self.active is not None:
+                self.active.flush()
+            self.publish({"protocol": PROTOCOL, "op": op, **fields})
+
+    def cell_started(self, run_id: str, cell_id: str, msg_id: str) -> None:
+        """Right before a generated cell runs: make sure the frontend knows
+        which msg_id to route into it (the sink usually queued it already)."""
+        with self.lock:
+            sink = self.active
+            if sink is not None and msg_id in sink.started:
+                sink.flush()
+            else:
+                self.send("cell_started", run_id=run_id, cell_id=cell_id, msg_id=msg_id)
+
+    def publish(self, message: dict[str, Any]) -> None:
         from comm import create_comm
 
-        message = {"protocol": PROTOCOL, "op": op, **fields}
-        if self.comm is None:
-            self.comm = create_comm(target_name="rlm", data={"protocol": PROTOCOL, "op": "open"})
-        self.comm.send(message)
+        with self.lock:
+            if self.comm is None:
+                self.comm = create_comm(target_name="rlm", data={"protocol": PROTOCOL, "op": "open"})
+            self.comm.send(message)
 
 
 class LiveSink(Sink):
@@ -66,9 +103,41 @@ class LiveSink(Sink):
         self.parent_msg_id = parent_msg_id
         self.last_cell_id = anchor_cell_id
         self.run: Run | None = None
+        self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
+        self._outbox: list[dict[str, Any]] = []
+        self._outbox_lock = threading.Lock()
 
     def _send(self, op: str, **fields: Any) -> None:
-        self.thread.post(lambda: self.channel.send(op, **fields))
+        """Queue an op (any thread). The first op of a batch arranges its flush
+        on the code thread; the executor flushes before each cell it runs."""
+        message = {"protocol": PROTOCOL, "op": op, **fields}
+        with self._outbox_lock:
+            first = not self._outbox
+            if op == "status":
+                self._outbox = [m for m in self._outbox if m["op"] != "status"]
+            self._outbox.append(message)
+        if op == "run_ended":
+            self.thread.post(self.flush)
+        elif first:
+            from ..engine.dispatch import engine_loop
+
+            loop = engine_loop()
+            loop.call_soon_threadsafe(loop.call_later, BATCH_WINDOW_S, self._flush_later)
+
+    def _flush_later(self) -> None:
+        if self._outbox:  # else a cell start or the run's end has sent it already
+            self.thread.post(self.flush)
+
+    def flush(self) -> None:
+        """Send the queued ops as one message (main thread)."""
+        with self.channel.lock:
+            with self._outbox_lock:
+                ops, self._outbox = self._outbox, []
+            if len(ops) > 1 and self.channel.batches:
+                self.channel.publish({"protocol": PROTOCOL, "op": "ops", "ops": ops})
+                return
+            for message in ops:
+                self.channel.publish(message)
 
     def run_started(self, run: Run) -> None:
         if run.depth:
@@ -83,6 +152,13 @@ class LiveSink(Sink):
             return
         after_id, self.last_cell_id = self.last_cell_id, cell.id
         self._send("insert_cell", run_id=run.run_id, after_cell_id=after_id, cell=_cell_json(cell, outputs=False))
+
+    def cell_started(self, run: Run, cell: NotebookNode) -> None:
+        if run.depth:
+            return
+        msg_id = step_msg_id(cell.id)
+        self.started.add(msg_id)
+        self._send("cell_started", run_id=run.run_id, cell_id=cell.id, msg_id=msg_id)
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:

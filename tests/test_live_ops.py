@@ -1,0 +1,142 @@
+"""The ops the RLM kernel sends the labextension during a run (jupyter_client,
+real HTTP to the scripted server): batched into ``ops`` messages only for a
+frontend whose ``hello`` lists the feature, and always in an order the
+frontend can apply as they come (a cell is inserted before it starts, its
+code's outputs follow its ``cell_started``, ``run_ended`` comes last)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from _helpers import Router, repl
+from test_kernel import TIMEOUT, Kernel
+
+from rlm_kernel.testing.server import ScriptedServer
+
+pytestmark = pytest.mark.kernel
+PROTOCOL = "rlm/1"
+STEPS = 4
+
+
+def _script() -> list[str]:
+    replies = [repl(f"print('out', {n})", f"Step {n}.") for n in range(1, STEPS + 1)]
+    replies[-1] += "\nFINAL(done)"
+    return replies
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    kernel = Kernel("rlm", tmp_path_factory.mktemp("live-ops"))
+    try:
+        reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m\n"
+                                  "import os; os.environ['OPENAI_API_KEY'] = 'sk-test-not-a-key'\n"
+                                  "context = 'some text'")
+        assert reply["status"] == "ok", reply
+        yield kernel
+    finally:
+        kernel.shutdown()
+
+
+def _hello(kernel: Kernel, features: list[str] | None) -> None:
+    data: dict[str, Any] = {"protocol": PROTOCOL, "op": "hello", "notebook_path": "t.ipynb", "client_id": "t"}
+    if features is not None:
+        data["features"] = features
+    kernel.kc.shell_channel.send(kernel.kc.session.msg(
+        "comm_open", {"comm_id": uuid.uuid4().hex, "target_name": "rlm", "data": data}))
+    kernel.execute("pass")  # the comm_open is handled before this
+
+
+def _run(kernel: Kernel, url: str) -> list[dict]:
+    """Run a %%rlm cell the way JupyterLab does (the request names its cell);
+    every iopub message until the kernel is idle again."""
+    code = f"%%rlm --model openai/root-model --api-base {url} --max-iterations {STEPS}\nq"
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+               "allow_stdin": False, "stop_on_error": True}
+    msg = kernel.kc.session.msg("execute_request", content, metadata={"cellId": "anchor"})
+    kernel.kc.shell_channel.send(msg)
+    messages: list[dict] = []
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        iopub = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        messages.append(iopub)
+        if (iopub["parent_header"].get("msg_id") == msg["header"]["msg_id"] and iopub["msg_type"] == "status"
+                and iopub["content"]["execution_state"] == "idle"):
+            return messages
+
+
+def _ops_messages(messages: list[dict]) -> list[dict]:
+    out = []
+    for msg in messages:
+        data = msg["content"].get("data") if msg["msg_type"] in ("comm_open", "comm_msg") else None
+        if isinstance(data, dict) and data.get("protocol") == PROTOCOL and data.get("op") != "open":
+            out.append(data)
+    return out
+
+
+def _events(messages: list[dict]) -> list[tuple[str, dict]]:
+    """Ops (``ops`` unpacked) and generated cells' stream outputs, in wire order."""
+    events: list[tuple[str, dict]] = []
+    for msg in messages:
+        data = msg["content"].get("data") if msg["msg_type"] in ("comm_open", "comm_msg") else None
+        if isinstance(data, dict) and data.get("protocol") == PROTOCOL:
+            for op in data["ops"] if data.get("op") == "ops" else [data]:
+                events.append(("op", op))
+        elif msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id", "").startswith("rlm-"):
+            events.append(("output", msg))
+    return events
+
+
+def _assert_applicable(events: list[tuple[str, dict]]) -> None:
+    ops = [op for kind, op in events if kind == "op" and op.get("op") != "open"]
+    names = [op["op"] for op in ops]
+    assert names[0] == "run_started" and names[-1] == "run_ended", names
+    inserted = [op["cell"] for op in ops if op["op"] == "insert_cell"]
+    roles = [c["metadata"]["rlm"]["role"] for c in inserted]
+    assert roles.count("thought") >= STEPS and roles.count("code") == STEPS and roles[-1] == "answer", roles
+    statuses = [op for op in ops if op["op"] == "status"]
+    assert statuses and statuses[-1]["state"] == "ended"
+
+    for cell in (c for c in inserted if c["cell_type"] == "code"):
+        at = _positions(events, cell["id"])
+        assert at["insert_cell"] < at["cell_started"] < at["output"] < at["cell_finished"], (cell["id"], at)
+
+
+def _positions(events: list[tuple[str, dict]], cell_id: str) -> dict[str, int]:
+    """Where a code cell's insert, start, first output and finish are among the events."""
+    at: dict[str, int] = {}
+    for i, (kind, event) in enumerate(events):
+        if kind == "output":
+            if event["parent_header"]["msg_id"].startswith(f"rlm-{cell_id}-"):
+                at.setdefault("output", i)
+        elif event["op"] == "insert_cell" and event["cell"]["id"] == cell_id:
+            at.setdefault("insert_cell", i)
+        elif event["op"] in ("cell_started", "cell_finished") and event["cell_id"] == cell_id:
+            at.setdefault(event["op"], i)
+    assert len(at) == 4, (cell_id, at)
+    return at
+
+
+def test_batches_ops_for_a_frontend_that_reads_them(kernel: Kernel) -> None:
+    with ScriptedServer(Router({"root-model": _script()})) as server:
+        _hello(kernel, ["ops"])
+        messages = _run(kernel, server.url)
+    sent = _ops_messages(messages)
+    batches = [m for m in sent if m["op"] == "ops"]
+    assert batches, [m["op"] for m in sent]
+    for batch in batches:
+        assert len(batch["ops"]) > 1 and all(op["protocol"] == PROTOCOL and op["run_id"] for op in batch["ops"])
+    events = _events(messages)
+    assert len(sent) < sum(1 for kind, _ in events if kind == "op")
+    _assert_applicable(events)
+
+
+def test_sends_ops_one_by_one_to_a_frontend_without_the_feature(kernel: Kernel) -> None:
+    with ScriptedServer(Router({"root-model": _script()})) as server:
+        _hello(kernel, None)
+        messages = _run(kernel, server.url)
+    sent = _ops_messages(messages)
+    assert sent and all(m["op"] != "ops" for m in sent), [m["op"] for m in sent]
+    _assert_applicable(_events(messages))
