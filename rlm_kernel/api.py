@@ -48,7 +48,7 @@ class RLM:
         max_tokens: int | None = None,
         timeout: float | None = None,
         cell_timeout: float | None = 600.0,
-        concurrency: int = 32,
+        concurrency: int = 64,
         max_output_chars: int = 10_000,
         no_network_in_code: bool = False,
         max_retries: int = 4,

@@ -69,8 +69,8 @@ def add_run_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
     limits.add_argument("--timeout", type=_positive_float, help="seconds for the whole run")
     limits.add_argument("--cell-timeout", type=_positive_float, default=_d(600.0),
                         help="seconds one generated cell may run before it is interrupted (default 600)")
-    limits.add_argument("--concurrency", type=whole_number(1), default=_d(32),
-                        help="sub-calls in flight at once, shared by the whole run (default 32)")
+    limits.add_argument("--concurrency", type=whole_number(1), default=_d(64),
+                        help="sub-calls in flight at once, shared by the whole run (default 64)")
     limits.add_argument("--max-output-chars", type=whole_number(100), default=_d(10_000),
                         help="characters of each cell's output shown to the root model (default 10000)")
     trust = parser.add_argument_group("trust")

@@ -144,7 +144,7 @@ def test_harness_bench_runs_both_harnesses() -> None:
     ours_run = results["steps"]["ours"]["runs"][0]
     assert ours_run["reason"] == "final" and ours_run["iterations"] == 2 and ours_run["notebook_bytes"] > 0
     summary = results["summary"]
-    assert summary["batched"]["ours"]["concurrency"] == 32
+    assert summary["batched"]["ours"]["concurrency"] == 64
     assert summary["batched"]["rlms"]["concurrency"] >= 1
     assert set(summary["memory"]) == {"ours", "rlms"}
     assert {"steps_cold_ms_per_step_ratio", "steps_warm_ms_per_step_ratio", "batched_ours_to_ideal",

@@ -22,7 +22,7 @@ class Limits:
     max_tokens: int | None = None
     timeout: float | None = None  # whole run, seconds
     cell_timeout: float | None = 600.0  # one generated cell, seconds
-    concurrency: int = 32
+    concurrency: int = 64
     max_output_chars: int = 10_000  # per code block, shown to the root model
     no_network_in_code: bool = False  # generated code may not reach the network or start processes (guard.py)
 
