@@ -40,16 +40,25 @@ class ReplayCursor:
         self._lock = threading.Lock()
 
     def take(self, model: str, prompt: str) -> dict[str, Any] | None:
-        """The next recorded call of ``prompt`` to ``model`` (any recorded
-        model when none is configured, as in a notebook opened without keys)."""
+        """The next recorded call of ``prompt`` to ``model``. A pinned response
+        is a person's word for that prompt and holds whatever sub-model is
+        configured now; with no model configured (a notebook opened without
+        keys) any recorded model's response serves."""
         with self._lock:
             queue = self._by_prompt.get(prompt_hash(model, prompt))
-            if not queue and not model:
-                for recorded_model in self._models:
-                    queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
-                    if queue:
-                        break
-            return queue.popleft() if queue else None
+            if queue:
+                return queue.popleft()
+            for recorded_model in self._models - {model}:
+                queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
+                if not queue:
+                    continue
+                if not model:
+                    return queue.popleft()
+                for record in queue:
+                    if record.get("pinned"):
+                        queue.remove(record)
+                        return record
+            return None
 
     def __bool__(self) -> bool:
         return any(self._by_prompt.values())
