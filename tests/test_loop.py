@@ -40,6 +40,12 @@ def test_final_var_line_in_the_same_reply_as_its_code(run_rlm):
     assert (result.reason, result.answer, result.iterations) == ("final", "banana", 1)
 
 
+def test_answer_cell_counts_characters_in_plain_english(run_rlm):
+    result, _ = run_rlm(root=[repl("one = 'x'\nFINAL_VAR('one')")])
+    head = cells_by_role(result.notebook, "answer")[0].source.splitlines()[0]
+    assert head == "**Final answer** (the value of `one`, 1 character)"
+
+
 def test_final_called_in_code(run_rlm):
     result, _ = run_rlm(root=[repl("n = 6 * 7\nFINAL(f'n={n}')")])
     assert (result.reason, result.answer, result.iterations) == ("final", "n=42", 1)

@@ -39,11 +39,11 @@ def code_cell(run_id: str, step: int, code: str, **extra: Any) -> NotebookNode:
 def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reason: str) -> NotebookNode:
     text = answer_text(answer)
     if variable:
-        head = f"**Final answer** (the value of `{variable}`, {len(text):,} characters)"
+        head = f"**Final answer** (the value of `{variable}`, {_count(len(text), 'character')})"
     else:
         head = "**Final answer**"
     body = text if len(text) <= ANSWER_PREVIEW_CHARS else (
-        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {len(text) - ANSWER_PREVIEW_CHARS:,} more characters"
+        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {_count(len(text) - ANSWER_PREVIEW_CHARS, 'more character')}"
         + (f" in `{variable}`" if variable else "") + "*"
     )
     source = f"{head}\n\n{_quote(body)}"
@@ -65,6 +65,10 @@ def answer_text(answer: Any) -> str:
     if answer is None:
         return ""
     return answer if isinstance(answer, str) else str(answer)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _quote(text: str) -> str:
