@@ -261,6 +261,24 @@ def test_status_line_and_subcall_views_stay_out_of_the_model_view(rlm_kernel, sc
     assert "llm_query \u2192" not in told, told
 
 
+def test_status_line_is_redrawn_a_few_times_a_second_and_ends_current(rlm_kernel, scripted):
+    # Twenty instant steps ask for a status redraw several times per step; the
+    # display sink draws at most four a second and always draws the last one.
+    rlm_kernel.execute("context = 'abc'")
+    steps = [repl(f"x = {i}") for i in range(20)] + ["FINAL(done)"]
+    srv = scripted(**{"root-model": steps})
+    started = time.monotonic()
+    reply, messages = rlm_kernel.execute(
+        f"%%rlm --model openai/root-model --api-base {srv.url} --max-iterations 30\nq", timeout=RUN_TIMEOUT)
+    elapsed = time.monotonic() - started
+    assert reply["status"] == "ok"
+    updates = [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == "update_display_data"
+               and m["content"]["data"].get("text/plain", "").startswith("RLM")]
+    assert updates, "the status line was never redrawn"
+    assert updates[-1].startswith("RLM final") and "step 21/30" in updates[-1], updates[-1]
+    assert len(updates) <= elapsed / 0.25 + 3, (len(updates), elapsed)
+
+
 def test_rlm_cells_in_a_row_never_hang(rlm_kernel, scripted):
     # Quick runs back to back: each must finish (a healthy one takes well
     # under a second against the scripted server). Thirty, because a hang that

@@ -1,10 +1,18 @@
 """Shows a run inside the ``%%rlm`` cell's own output: each thought, each
 code cell (its outputs follow as they are produced), a status line, and the
-answer. This is what a frontend without the labextension shows."""
+answer. This is what a frontend without the labextension shows.
+
+The status line is redrawn at most ``STATUS_INTERVAL_S`` apart (the newest
+figures win, and a redraw is always scheduled for the last ones): each redraw
+is a message through the Jupyter server to the page, and a fast run asks for
+several per step.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from .base import Sink
@@ -43,6 +51,9 @@ def model_note(model: str) -> str | None:
     return None
 
 
+STATUS_INTERVAL_S = 0.25
+
+
 class DisplaySink(Sink):
     """Renders on the code thread (the kernel's main thread), in order with
     the code's own outputs."""
@@ -51,6 +62,10 @@ class DisplaySink(Sink):
         self.thread = thread
         self.status_only = status_only  # the labextension shows the steps as cells
         self._status_handle: Any = None
+        self._status_lock = threading.Lock()
+        self._status_text: str | None = None  # newest line not shown yet
+        self._status_shown_at = 0.0
+        self._status_timer = False
 
     def _post(self, fn: Any) -> None:
         self.thread.post(fn)
@@ -88,13 +103,32 @@ class DisplaySink(Sink):
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
             return
-        text = status_line(status)
+        with self._status_lock:
+            self._status_text = status_line(status)
+            now = time.monotonic()
+            wait = self._status_shown_at + STATUS_INTERVAL_S - now
+            if status.get("state", "running") != "running" or wait <= 0:
+                self._status_shown_at = now
+                self._post(self._show_status)
+            elif not self._status_timer:
+                from ..engine.dispatch import engine_loop
 
-        def update() -> None:
-            if self._status_handle is not None:
-                self._status_handle.update({"text/plain": text}, raw=True)
+                self._status_timer = True
+                loop = engine_loop()
+                loop.call_soon_threadsafe(loop.call_later, wait, self._status_due)
 
-        self._post(update)
+    def _status_due(self) -> None:
+        with self._status_lock:
+            self._status_timer = False
+            self._status_shown_at = time.monotonic()
+        self._post(self._show_status)
+
+    def _show_status(self) -> None:
+        """Main thread: draw the newest status line, if one is waiting."""
+        with self._status_lock:
+            text, self._status_text = self._status_text, None
+        if text is not None and self._status_handle is not None:
+            self._status_handle.update({"text/plain": text}, raw=True)
 
     def show_end(self, result: RunResult) -> None:
         """Called on the main thread once the run is over."""
