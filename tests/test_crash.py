@@ -18,7 +18,7 @@ from _helpers import Router, repl
 from test_cli import CLI, clean_env
 
 from rlm_kernel.sinks.journal import read_journal
-from rlm_kernel.testing.server import ScriptedServer
+from rlm_kernel.testing.server import Reply, ScriptedServer
 
 FAKE_KEY = "sk-test-crash-0000"
 STEPS = [
@@ -128,3 +128,33 @@ def test_killed_kernel_run_resumes_from_its_journal(tmp_path):
         assert server.calls("sub-model") == []
     finally:
         server.stop()
+
+
+def test_ctrl_c_during_a_sub_call_batch_ends_the_cli_run_and_keeps_its_steps(tmp_path):
+    # Ctrl-C (SIGINT) while 8 sub-calls of 30 s each are in flight: the run
+    # ends within seconds as interrupted, and the notebook keeps step 1.
+    (tmp_path / "doc.txt").write_text("0123456789abcdefghijklmnop\n", encoding="utf-8")
+    steps = [repl("print('step one ran')"), repl("slow = llm_query_batched([f'p{i}' for i in range(8)])")]
+    with ScriptedServer(Router({"root-model": steps}, sub=lambda p: Reply(text="late", delay=30))) as server:
+        out = tmp_path / "run.ipynb"
+        proc = subprocess.Popen([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                                 "--sub-model", "openai/sub-model", "--api-base", server.url, "-o", str(out),
+                                 "--json", "--quiet"], cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for(lambda: server.in_flight == 8, timeout=120)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        took = time.monotonic() - started
+    assert took < 10, f"the run took {took:.1f} s to stop"
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode != 0
+    result = json.loads(stdout)
+    assert result["reason"] == "interrupted" and result["answer"] is None
+    saved = nbformat.read(out, as_version=4)
+    nbformat.validate(saved)
+    assert "step one ran" in json.dumps([c.get("outputs") for c in saved.cells])
+    assert saved.cells[-1].metadata.rlm.reason == "interrupted"

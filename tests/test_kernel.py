@@ -355,6 +355,39 @@ def test_interrupt_stops_a_run_and_keeps_its_trajectory(rlm_kernel, scripted, wo
     assert reply["status"] == "ok"
 
 
+def test_interrupt_during_a_root_call_stops_the_run_at_once(rlm_kernel, scripted, workdir):
+    # The root model takes 30 s to answer its second request: Interrupt while it
+    # waits must cancel that call, end the run as interrupted and keep step 1.
+    rlm_kernel.execute("context = 'abc'")
+    srv = scripted(**{"root-model": [repl("print('step one ran')"), Reply(text="FINAL(late)", delay=30)]})
+    out = workdir / "interrupted-root" / "run.ipynb"
+    msg_id = rlm_kernel.kc.execute(f"%%rlm --model openai/root-model --api-base {srv.url} --output {out}\nq")
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while len(srv.calls("root-model")) < 2:
+        if time.monotonic() > deadline:
+            rlm_kernel._recover(msg_id)
+            raise AssertionError(f"the second root call never started within {RUN_TIMEOUT} s")
+        time.sleep(0.05)
+    time.sleep(0.3)
+    started = time.monotonic()
+    rlm_kernel.km.interrupt_kernel()
+    try:
+        rlm_kernel._until_idle(msg_id, [], 15)
+    except queue.Empty:
+        rlm_kernel._recover(msg_id)
+        raise AssertionError("Interrupt did not stop the run within 15 s") from None
+    assert time.monotonic() - started < 10
+    assert rlm_kernel.value("rlm_result.reason") == "'interrupted'"
+    assert rlm_kernel.value("rlm_result.answer") == "None"
+    nb = nbformat.read(str(out), as_version=4)
+    nbformat.validate(nb)
+    code = cells_by_role(nb, "code")
+    assert len(code) == 1 and any("step one ran" in o.get("text", "") for o in code[0].outputs)
+    assert nb.cells[-1].metadata.rlm.reason == "interrupted"
+    reply, _ = rlm_kernel.execute("1 + 1")
+    assert reply["status"] == "ok"
+
+
 def test_rlm_cell_without_context_is_a_usage_error(rlm_kernel):
     rlm_kernel.execute("context = 'x'\ndel context")
     reply, messages = rlm_kernel.execute("%%rlm --model openai/root-model --api-base http://127.0.0.1:9/v1\nq")
