@@ -73,6 +73,17 @@ def test_max_tokens(run_rlm):
     assert_closed_notebook(result, "budget")
 
 
+def test_a_budget_hit_between_steps_counts_only_the_steps_taken(run_rlm):
+    # A reply without code runs no cell, so the token budget is found used up
+    # only before the next step; that step never started and is not counted.
+    root = [Reply(text="Thinking, no code yet.", prompt_tokens=600, completion_tokens=100) for _ in range(3)]
+    result, srv = run_rlm(root=root, max_tokens=500)
+    assert result.reason == "budget"
+    assert result.iterations == 1
+    assert len(srv.calls("root-model")) == 1
+    assert_closed_notebook(result, "budget")
+
+
 def test_max_cost_with_a_priced_model(server, make_rlm):
     # gpt-4o-mini is in litellm's local cost map; the scripted server plays it.
     reply = lambda i: Reply(text=repl(f"print({i})"), prompt_tokens=100_000, completion_tokens=1_000)  # noqa: E731

@@ -342,8 +342,8 @@ class Run:
                 raise _Stop("max_iterations", f"The run already used its {limits.max_iterations} steps; "
                             "raise --max-iterations to continue it.")
             for iteration in range(self.first_step, limits.max_iterations + 1):
+                self._check_stop()  # before counting the step: a budget hit here means it never started
                 self.iteration = iteration
-                self._check_stop()
                 self._status(force=True)
                 reply = await self._root_call(messages)
                 feedback, final = await self._step(iteration, reply)
