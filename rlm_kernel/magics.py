@@ -155,6 +155,7 @@ class RLMMagics(Magics):
         session = getattr(getattr(self.shell, "kernel", None), "rlm_session", None)
         if session is not None:
             session.kernel_loop = asyncio.get_running_loop()
+        await _model_client_ready()
         try:
             prepared = self._prepare(line, cell)
         except RLMError as error:
@@ -174,6 +175,7 @@ class RLMMagics(Magics):
         from .engine.driver import run_here_async
 
         self._session().kernel_loop = asyncio.get_running_loop()
+        await _model_client_ready()
         try:
             prepared = await self._prepare_continue(line)
         except RLMError as error:
@@ -313,6 +315,23 @@ class RLMMagics(Magics):
 
             return notebook_approver(fetch)
         return PromptApprover()
+
+
+async def _model_client_ready() -> None:
+    """The first run in a kernel waits for litellm's import (seconds, more on
+    a busy machine): wait off the kernel's loop, so it keeps serving the
+    page, and say why the cell is quiet. The note goes with the next output."""
+    import asyncio
+
+    from IPython.display import clear_output
+
+    from .engine.llm import litellm_loaded, litellm_module
+
+    if litellm_loaded():
+        return
+    print("Loading litellm (once per kernel, a few seconds)...", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, litellm_module)
+    clear_output(wait=True)
 
 
 async def _fetch_source(session: Any, cell_id: str) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +21,21 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "True")
 
 _litellm: Any = None
+_litellm_lock = threading.Lock()
+
+
+def litellm_loaded() -> bool:
+    return _litellm is not None
 
 
 def litellm_module() -> Any:
     """Import litellm lazily: it takes seconds and ~170 MB."""
     global _litellm
-    if _litellm is None:
+    if _litellm is not None:
+        return _litellm
+    with _litellm_lock:  # the kernel's warm-up thread and a first run may both get here
+        if _litellm is not None:
+            return _litellm
         import atexit
         import gc
 

@@ -28,6 +28,9 @@ pytestmark = pytest.mark.usefixtures("fresh_kernels")
 
 RUNS = 15
 FINISH_WITHIN_S = 5.0  # an instant one-step run takes ~0.2 s
+# The first run in a kernel also waits for litellm's import (~2 s idle, over 5 s
+# on a loaded CI machine; the kernel starts it in the background at launch).
+FIRST_RUN_WITHIN_S = 60.0
 ENOUGH_STUCK = 3  # stop early: the point is made, and the test stays under a minute
 
 
@@ -57,7 +60,8 @@ def test_back_to_back_runs_all_finish(page: Page, lab_server, request) -> None:
             requests_before = len(server.requests)
             started = time.monotonic()
             start_cell(page, "ask")
-            while _answers(page) == before and time.monotonic() - started < FINISH_WITHIN_S:
+            within = FIRST_RUN_WITHIN_S if attempt == 0 else FINISH_WITHIN_S
+            while _answers(page) == before and time.monotonic() - started < within:
                 time.sleep(0.05)
             if _answers(page) > before:
                 durations.append(time.monotonic() - started)
