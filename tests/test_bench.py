@@ -201,3 +201,21 @@ def test_run_bench_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert payload["benchmark"] == "notebook" and payload["run"]["subcalls_recorded"] == 6
     text = md.read_text()
     assert "## Notebook scale" in text and "Measured on:" in text
+
+
+def test_every_command_prints_its_help() -> None:
+    # argparse expands %-formatting in help strings: a stray '%' crashed `rlm-kernel bench --help`.
+    from rlm_kernel.cli import _parser as cli_parser
+
+    def walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+        found = [parser]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += walk(sub)
+        return found
+
+    parsers = walk(cli_parser())
+    assert {p.prog.split()[-1] for p in parsers} >= {"run", "export", "lab", "bench", "harness", "suite", "load"}
+    for parser in parsers:
+        assert parser.format_help().startswith("usage:"), parser.prog

@@ -135,7 +135,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                                 description="Size, save and re-open time of a long run's notebook.")
     _notebook_options(notebook)
     _common(notebook)
-    load = kinds.add_parser("load", help="10,000 sub-calls at concurrency 64 with 1% injected faults",
+    load = kinds.add_parser("load", help="10,000 sub-calls at concurrency 64 with 1%% injected faults",
                             description="Wall time against the ideal, peak memory and the accounting of every call.")
     _load_options(load)
     _common(load)
