@@ -123,8 +123,9 @@ def test_cli_parses_every_benchmark() -> None:
 
 
 def test_harness_bench_runs_both_harnesses() -> None:
-    pytest.importorskip("rlm", reason="rlms (the bench extra) is not installed")
-    from rlm_kernel.bench.harness import format_markdown, format_text, run_harness
+    from rlm_kernel.bench.harness import format_markdown, format_text, rlms_version, run_harness
+
+    assert rlms_version(), "rlms (the bench extra) is not installed: ./dev setup installs it"
 
     results = run_harness(steps=2, context_chars=1_000_000, prompts=8, latency=0.01, repeats=1)
     assert results["config"]["harnesses"] == ["ours", "rlms"]
@@ -141,6 +142,9 @@ def test_harness_bench_runs_both_harnesses() -> None:
         assert [r["ok"] for r in batched["runs"]] == [8]
         assert batched["server_subcalls"] == 8
         assert batched["server_max_in_flight"] > 1  # the batch really ran concurrently
+    floor = results["litellm_floor"]  # the same prompts through bare litellm, no RLM
+    assert [r["ok"] for r in floor["runs"]] == [8] and floor["server_subcalls"] == 8
+    assert floor["server_max_in_flight"] > 1
     ours_run = results["steps"]["ours"]["runs"][0]
     assert ours_run["reason"] == "final" and ours_run["iterations"] == 2 and ours_run["notebook_bytes"] > 0
     summary = results["summary"]
@@ -150,7 +154,8 @@ def test_harness_bench_runs_both_harnesses() -> None:
     assert {"steps_cold_ms_per_step_ratio", "steps_warm_ms_per_step_ratio", "batched_ours_to_ideal",
             "batched_speedup_vs_rlms", "peak_memory_ratio"} <= set(summary["targets"])
     text = format_text(results)
-    assert "ours/rlms" in text and "peak RSS" in text
+    assert "ours/rlms" in text and "peak RSS" in text and "bare litellm" in text
+    assert summary["targets"]["batched_ours_to_litellm"]["value"] > 0
     assert "## Harness speed" in format_markdown(results)
     json.dumps(results, default=str)
 

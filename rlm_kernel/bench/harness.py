@@ -14,7 +14,10 @@ each harness's peak memory is its own):
 * **batched**: one cell calling ``llm_query_batched`` over ``prompts``
   prompts while the server takes ``latency`` s per sub-call, both harnesses at
   their default concurrency. The cell times the call itself and hands the
-  time back as its answer.
+  time back as its answer. Beside them, a third child sends the same prompts
+  through bare ``litellm.acompletion`` at our concurrency, no RLM at all: the
+  floor our batch sits on, since every model call of ours goes through
+  litellm.
 """
 
 from __future__ import annotations
@@ -257,6 +260,58 @@ def child_batched(cfg: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+def child_litellm_floor(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The batch's prompts through bare ``litellm.acompletion`` at our default
+    concurrency, with the same settings our client uses: what litellm alone
+    costs, per call, on this machine."""
+    import asyncio
+
+    from ..engine.budget import Limits
+    from ..engine.llm import litellm_module
+
+    started = time.perf_counter()
+    litellm = litellm_module()
+    concurrency = Limits().concurrency
+    info: dict[str, Any] = {"harness": "litellm", "version": litellm_version(), "concurrency": concurrency,
+                            "import_s": round(time.perf_counter() - started, 3), "rss_after_import_bytes": rss_bytes()}
+    prompts = [f"prompt {i}" for i in range(cfg["prompts"])]
+
+    async def batch() -> tuple[float, int]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(prompt: str) -> str:
+            async with gate:
+                response = await litellm.acompletion(
+                    model=f"openai/{cfg['sub_model']}", api_base=cfg["url"], api_key="bench", max_retries=0,
+                    messages=[{"role": "user", "content": prompt}])
+                return response.choices[0].message.content
+
+        t0 = time.perf_counter()
+        answers = await asyncio.gather(*(one(p) for p in prompts))
+        return time.perf_counter() - t0, sum(1 for a, p in zip(answers, prompts, strict=True) if a == "answer to " + p)
+
+    async def main() -> list[dict[str, Any]]:
+        runs = []
+        for i in range(max(1, cfg["repeats"])):
+            cpu = time.process_time()
+            elapsed, ok = await batch()
+            runs.append({"label": "cold" if i == 0 else "warm", "cell_batch_s": elapsed, "ok": ok,
+                         "cpu_s": time.process_time() - cpu, "wall_s": elapsed})
+        return runs
+
+    info.update({"runs": asyncio.run(main()), "peak_rss_bytes": maxrss_bytes()})
+    return info
+
+
+def litellm_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("litellm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 # -- the parent ----------------------------------------------------------------------
 
 
@@ -289,6 +344,7 @@ def run_harness(
         router.roots[f"steps-{name}"] = _steps_reply(name, steps)
         router.roots[f"batch-{name}"] = _batched_reply(name, prompts)
         router.subs[f"sub-{name}"] = _sub_reply(latency)
+    router.subs["sub-litellm"] = _sub_reply(latency)
     results: dict[str, Any] = {
         "benchmark": "harness", "machine": machine_info(), "notes": notes,
         "config": {"steps": steps, "context_chars": context_chars, "prompts": prompts, "latency_s": latency,
@@ -315,6 +371,15 @@ def run_harness(
             child["server_subcalls"] = router.sub_counts.get(f"sub-{name}", 0) - before
             child["server_max_in_flight"] = server.max_in_flight
             results["batched"][name] = child
+        if "ours" in wanted:
+            progress(f"batched: the same {prompts} prompts through bare litellm.acompletion (the floor) ...")
+            server.max_in_flight = 0
+            before = router.sub_counts.get("sub-litellm", 0)
+            cfg = {"url": server.url, "prompts": prompts, "repeats": max(1, repeats), "sub_model": "sub-litellm"}
+            child = run_child("rlm_kernel.bench.harness:child_litellm_floor", cfg, timeout=timeout)
+            child["server_subcalls"] = router.sub_counts.get("sub-litellm", 0) - before
+            child["server_max_in_flight"] = server.max_in_flight
+            results["litellm_floor"] = child
     finally:
         server.stop()
     _check(results, steps, prompts)
@@ -349,6 +414,12 @@ def _check(results: dict[str, Any], steps: int, prompts: int) -> None:
         expected = prompts * len(child["runs"])
         if child["server_subcalls"] != expected:
             problems.append(f"{name} batched: the server saw {child['server_subcalls']} sub-calls, expected {expected}")
+    floor = results.get("litellm_floor")
+    if floor is not None:
+        if any(run.get("ok") != prompts for run in floor["runs"]):
+            problems.append(f"bare litellm batch: answers right {[r.get('ok') for r in floor['runs']]} of {prompts}")
+        if floor["server_subcalls"] != prompts * len(floor["runs"]):
+            problems.append(f"bare litellm batch: the server saw {floor['server_subcalls']} sub-calls")
     if problems:
         raise BenchError("a harness did not do the scripted work:\n  " + "\n  ".join(problems))
 
@@ -382,6 +453,17 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             "cpu_ms_per_subcall": median(r["cpu_s"] * 1000 / cfg["prompts"] for r in runs),
             "ratio_to_ideal": batch / ideal if batch and ideal else None,
         }
+    floor = results.get("litellm_floor")
+    if floor is not None:
+        runs = floor["runs"]
+        conc = floor["concurrency"]
+        ideal = math.ceil(cfg["prompts"] / conc) * cfg["latency_s"]
+        batch = median(r["cell_batch_s"] for r in runs)
+        out["litellm_floor"] = {
+            "concurrency": conc, "observed_in_flight": floor["server_max_in_flight"], "batch_s": batch,
+            "ideal_s": ideal, "ratio_to_ideal": batch / ideal if batch else None,
+            "cpu_ms_per_subcall": median(r["cpu_s"] * 1000 / cfg["prompts"] for r in runs),
+        }
     for name in results["config"]["harnesses"]:
         children = [results[k][name] for k in ("steps", "batched") if name in results[k]]
         out["memory"][name] = {
@@ -405,6 +487,10 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         speedup = rlms_b["batch_s"] / ours_b["batch_s"]
         targets["batched_speedup_vs_rlms"] = {"value": speedup, "target": f">= {BATCH_SPEEDUP_TARGET}",
                                               "met": speedup >= BATCH_SPEEDUP_TARGET}
+    lf = out.get("litellm_floor")
+    if ours_b and lf and lf["batch_s"]:
+        targets["batched_ours_to_litellm"] = {"value": ours_b["batch_s"] / lf["batch_s"], "target": "reported",
+                                              "met": None}
     mem = out["memory"]
     if "ours" in mem and "rlms" in mem:
         targets["peak_memory_ratio"] = {"value": mem["ours"]["peak_rss_bytes"] / mem["rlms"]["peak_rss_bytes"],
@@ -459,6 +545,16 @@ def _rows(results: dict[str, Any]) -> dict[str, list[list[str]]]:
         ["CPU time of the process per sub-call", *(_ms(b[n]["cpu_ms_per_subcall"]) for n in ours_first),
          ratio("batched", "cpu_ms_per_subcall")],
     ]
+    lf = summ.get("litellm_floor")
+    if lf is not None:
+        pad = [""] * (len(ours_first) - 1)
+        batch_rows += [
+            [f"bare litellm.acompletion, same prompts, {lf['concurrency']} in flight (median)",
+             _s(lf["batch_s"]), *pad, ""],
+            ["  its ratio to the ideal", fmt_ratio(lf["ratio_to_ideal"]), *pad, ""],
+            ["  its CPU time per call", _ms(lf["cpu_ms_per_subcall"]), *pad, ""],
+            ["ours / bare litellm", fmt_ratio(b["ours"]["batch_s"] / lf["batch_s"]) if "ours" in b else "", *pad, ""],
+        ]
     m = summ["memory"]
     mem_rows = [
         ["peak RSS of the harness process", *(mib(m[n]["peak_rss_bytes"]) for n in ours_first),
@@ -477,6 +573,7 @@ def _target_lines(results: dict[str, Any]) -> list[str]:
         "steps_warm_cpu_ms_per_step_ratio": "per-step CPU time, warm, ours/rlms",
         "batched_ours_to_ideal": "batched, ours / ideal",
         "batched_speedup_vs_rlms": "batched, rlms time / ours",
+        "batched_ours_to_litellm": "batched, ours / bare litellm (the floor)",
         "peak_memory_ratio": "peak memory, ours/rlms",
     }
     lines = []
@@ -551,6 +648,11 @@ def format_markdown(results: dict[str, Any]) -> str:
         "",
         *("- " + line for line in _target_lines(results)),
         *(["", *("Note: " + n for n in notes)] if notes else []),
+        "",
+        "Every model call of ours goes through litellm, whose own work per call (request building, "
+        "response objects, cost lookup, logging) is measured by the bare-litellm row: with the sub-calls "
+        "bound by CPU on this machine, that floor, not the harness, sets how close the batch gets to the "
+        "ideal.",
         "",
         "The stock scripted server (`rlm_kernel.testing.server`) answers with two writes and leaves Nagle's "
         "algorithm on, so every request waits ~40 ms for the client's delayed ACK; this benchmark sets "
