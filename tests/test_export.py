@@ -449,6 +449,9 @@ def test_the_command_line_entry_point(made, tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+GEMINI_KEY = "AIzaSyFAKE0kEy-for_tests0123456789abcde"
+
+
 def test_exports_hold_no_secrets(made, tmp_path, monkeypatch):
     key, env_secret = "sk-test-SECRETKEY-0123456789", "tok-VERYSECRET-4242"
     monkeypatch.setenv("MY_SERVICE_TOKEN", env_secret)
@@ -466,9 +469,14 @@ def test_exports_hold_no_secrets(made, tmp_path, monkeypatch):
                 sub["child"]["api_key"] = key
     code = next(c for c in nb.cells if _role(c) == "code")
     code.outputs[0]["text"] += f"printed by the code: {env_secret}\n"
+    # A person's cell inside the run, with a Gemini key that is in no environment variable.
+    typed = nbformat.v4.new_code_cell(f'GEMINI = "{GEMINI_KEY}"\nprint("typed by a person", GEMINI)', outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text=f"typed by a person {GEMINI_KEY}\n")], execution_count=9)
+    nb.cells.insert(nb.cells.index(code) + 1, typed)
     path = tmp_path / "secrets.ipynb"
     nbformat.write(nb, path)
     for fmt, extra in (("rlms-jsonl", {}), ("sft", {"include_subcalls": True}), ("markdown", {})):
         text = _export(path, fmt, **extra)
-        assert "printed by the code" in text
+        assert "printed by the code" in text and "typed by a person" in text, fmt
         assert key not in text and env_secret not in text and "api_key" not in text
+        assert GEMINI_KEY not in text and "AIza<redacted>" in text, fmt

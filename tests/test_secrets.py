@@ -282,3 +282,70 @@ def test_no_network_in_code_in_the_kernel_leaves_human_cells_alone(tmp_path):
     finally:
         kernel.shutdown()
         threading.Thread(target=srv.stop, daemon=True).start()
+
+
+# -- key shapes: keys that are not in the environment -----------------------------------
+
+# Made-up keys in each provider's shape (no real key has these values).
+SHAPED_KEYS = {
+    "google": "AIzaSyFAKE0kEy-for_tests0123456789abcde",
+    "openai project": "sk-proj-FAKE0a1b2c3d4e5f6g7h8i9j0kLmNoPqRsT",
+    "anthropic": "sk-ant-api03-FAKE0a1b2c3d4e5f6g7h8i9j0k-AbCdEf",
+    "xai": "xai-FAKE0a1b2c3d4e5f6g7h8i9j0kLmNoPqRsTuVwX",
+    "groq": "gsk_FAKE0a1b2c3d4e5f6g7h8i9j0kLmNoPqRsTuVwXyZ",
+    "hugging face": "hf_FAKE0a1b2c3d4e5f6g7h8i9j0kLmNoPqRs",
+    "github classic": "ghp_FAKE0a1b2c3d4e5f6g7h8i9j0kLmNoPqRsTu",
+    "github fine-grained": "github_pat_11FAKE0a1b2c3d4e5f6g7_h8i9j0kLmNoPqRsTuVwXyZ",
+    "aws access key id": "AKIAFAKE0A1B2C3D4E5F",
+}
+ASSIGNED = {
+    "env line": ("MY_SERVICE_TOKEN=9f8e7d6c5b4a39281706", "9f8e7d6c5b4a39281706"),
+    "python": ('api_key = "FAKEz81Qw9ErTy12345uiop"', "FAKEz81Qw9ErTy12345uiop"),
+    "json": ('{"client_secret": "FAKE-aa11bb22cc33dd44"}', "FAKE-aa11bb22cc33dd44"),
+    "yaml": ("password: FAKE7correct-horse-battery", "FAKE7correct-horse-battery"),
+    "header": ("Authorization: Bearer FAKE.eyJ0eXAiOiJKV1Qi.0123456789", "FAKE.eyJ0eXAiOiJKV1Qi.0123456789"),
+}
+# Text that looks a little like a key and must come through unchanged.
+NOT_KEYS = [
+    "The Bearer authentication scheme sends a token; see RFC 6750.",
+    "sorted(rows, key=lambda row: row['verse_12_chapter_3'])",
+    "max_tokens=4096, prompt_tokens: 12345678901234567, completion_tokens: 98765432109876543",
+    'tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased-2024-v12")',
+    "from huggingface_hub import hf_hub_download_and_cache_everything_now",
+    "pip install sk-learn-compatible-estimators; import ghp_helpers",
+    "models: anthropic/claude-3-5-haiku-20241022, openai/gpt-4o-mini-2024-07-18, gemini/gemini-2.0-flash",
+    "EURASIA0123456789ABCDEF and AIzawa are no keys; neither is a short AIza0123.",
+    "cache_key = 'verse_12_chapter_3_genesis_kjv'; monkey: abcdef1234567890abc",
+    "the secret: it is what it is, 2024 and beyond; password: hunter2",
+    "sha 3f2a9c1e5b7d4f6a8c0e2b4d6f8a0c2e4b6d8f0a, run id 20250101-120000-ab12cd34",
+]
+
+
+@pytest.mark.parametrize("name", list(SHAPED_KEYS))
+def test_a_key_shaped_string_is_redacted_wherever_it_comes_from(name):
+    from rlm_kernel.errors import redact
+
+    key = SHAPED_KEYS[name]
+    for text in (key, f"my key: {key}.", f'GEMINI = "{key}"\nprint(GEMINI)', f"line one\n{key}\nline three"):
+        assert key not in redact(text) and "<redacted>" in redact(text), text
+        # the same text inside JSON (a notebook, a JSONL export), where a line break is an escape
+        dumped = json.dumps({"source": text, "ascii": "é" + text}, ensure_ascii=True)
+        assert key not in redact(dumped) and json.loads(redact(dumped))["source"] != text, dumped
+
+
+@pytest.mark.parametrize("name", list(ASSIGNED))
+def test_a_long_random_value_given_to_a_credential_name_is_redacted(name):
+    from rlm_kernel.errors import redact
+
+    text, value = ASSIGNED[name]
+    for shown in (text, json.dumps({"text": text})):
+        assert value not in redact(shown) and "<redacted>" in redact(shown), shown
+    assert redact(text).split("<redacted>")[0] == text.split(value)[0]  # the name stays readable
+
+
+@pytest.mark.parametrize("text", NOT_KEYS)
+def test_ordinary_text_is_left_alone(text):
+    from rlm_kernel.errors import redact
+
+    assert redact(text) == text
+    assert redact(json.dumps(text)) == json.dumps(text)

@@ -11,9 +11,12 @@ step with code was approved by a person: each of its code cells carries
 ``metadata.rlm.approved: true``, which the approval flow writes; a run with
 no code has nothing approved).
 
-Exports never hold credentials: metadata keys that name one (``api_key``,
-``token``, ...) are not copied, and any secret from the environment found in
-the text is replaced (``errors.redact``).
+Exports hold no credentials we can recognise: metadata keys that name one
+(``api_key``, ``token``, ...) are not copied, and the written text goes
+through ``errors.redact``: the values of secret environment variables and
+of keys given in code, strings shaped like a provider's key (``AIza...``,
+``sk-...``, ``hf_...``, ...), ``Bearer`` headers and long random-looking
+values assigned to a credential name are replaced.
 """
 
 from __future__ import annotations
