@@ -20,7 +20,14 @@ import nbformat
 from nbformat import NotebookNode
 
 from .engine.context import LoadedContext, load_context
-from .engine.history import find_query_cell, is_agent_cell, parse_query_cell, rebuild, rlm_meta
+from .engine.history import (
+    find_query_cell,
+    is_agent_cell,
+    parse_query_cell,
+    rebuild,
+    rlm_meta,
+    run_at,
+)
 from .errors import RLMError
 from .sinks.journal import SUFFIX, read_journal
 
@@ -110,15 +117,16 @@ def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: 
     if query_index is None:
         raise RLMError(f"There is no %%rlm cell at or above cell {upto} to resume from.")
     query, options = parse_query_cell(_source(cells[query_index]))
-    run_id = rlm_meta(cells[query_index]).get("run_id") or next(
-        (rlm_meta(c).get("run_id") for c in cells[query_index + 1:] if rlm_meta(c).get("run_id")), "")
+    run_id = run_at(cells, upto, query_index)
     if context:
         loaded: LoadedContext | None = load_context(context, encoding=encoding)
     else:
         sources = context_sources(nb, upto)
         loaded = load_context(_resolve(sources, Path(path).parent), encoding=encoding) if sources else None
     head = [copy.deepcopy(c) for c in cells[: upto + 1]]
-    prelude = [c for i, c in enumerate(head) if _rerun(c, i, query_index, loaded is not None)]
+    # another run under the same query (a --fresh one) is not re-run: its code is not this run's past
+    prelude = [c for i, c in enumerate(head) if _rerun(c, i, query_index, loaded is not None)
+               and not (i > query_index and is_agent_cell(c) and rlm_meta(c).get("run_id") != run_id)]
     trailing = []
     for cell in cells[upto + 1:]:
         cell = copy.deepcopy(cell)

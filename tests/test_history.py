@@ -99,3 +99,40 @@ def test_no_query_cell_above_is_an_error():
               "execution_count": 1}]
     with pytest.raises(ValueError, match="no %%rlm cell"):
         rebuild(cells, 0, "ctx")
+
+
+def test_two_runs_under_one_query_rebuild_the_run_of_the_chosen_cell(notebook):
+    """After ``%%rlm --fresh`` the newer run's cells sit right below the query,
+    the older run's below them: continuing from a cell of the older run
+    rebuilds that run only (the newer run's cells are not the user's
+    interventions), and a person's cell among the older run's cells is."""
+    cells = copy.deepcopy(notebook.cells)
+    query = find_query_cell(cells, len(cells) - 1)
+    old_run = cells[query + 1].metadata["rlm"]["run_id"]
+    cells[query].metadata.get("rlm", {}).pop("run_id", None)  # a live %%rlm cell records no run id
+    newer = []
+    for cell in copy.deepcopy(cells[query + 1:]):
+        cell.id = "new-" + cell.id
+        cell.metadata["rlm"]["run_id"] = "newer-run"
+        cell.source = cell.source.replace("context", "NEWER_RUN_CODE")
+        newer.append(cell)
+    cells[query + 1:query + 1] = newer
+    old_codes = [i for i, c in enumerate(cells) if _roles([c])[0] == "code"
+                 and c.metadata["rlm"]["run_id"] == old_run]
+    human = {"cell_type": "code", "id": "human1", "metadata": {}, "execution_count": 9,
+             "source": "hint = 'a person ran this'", "outputs": []}
+    cells.insert(old_codes[0] + 1, human)
+    upto = old_codes[1] + 1  # the older run's second code cell (after the inserted human cell)
+    rebuilt = rebuild(cells, upto, "ctx")
+    text = "\n".join(m["content"] for m in rebuilt.messages)
+    assert rebuilt.run_id == old_run
+    assert "NEWER_RUN_CODE" not in text, "the newer run's cells leaked into the older run's history"
+    assert text.count("The user stepped in") == 1 and "hint = 'a person ran this'" in text
+    assert "words = context.split()" in text and rebuilt.interventions == 1
+    assert rebuilt.next_step == 3
+    # a person's cell right after the older run's cells belongs to that run too
+    assert rebuild(cells, old_codes[0] + 1, "ctx").run_id == old_run
+    # from a cell of the newer run, the newer run
+    newer_code = next(i for i, c in enumerate(cells) if c.id.startswith("new-") and _roles([c])[0] == "code")
+    again = rebuild(cells, newer_code, "ctx")
+    assert again.run_id == "newer-run" and "NEWER_RUN_CODE" in "\n".join(m["content"] for m in again.messages)

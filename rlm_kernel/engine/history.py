@@ -86,7 +86,7 @@ def rebuild(
         raise ValueError("no %%rlm cell at or above that cell to continue from")
     query_cell = cells[query_index]
     query, options = parse_query_cell(_source(query_cell))
-    run_id = rlm_meta(query_cell).get("run_id") or _run_of_next_agent_cell(cells, query_index) or ""
+    run_id = run_at(cells, upto, query_index)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.SYSTEM_PROMPT},
         {"role": "user", "content": prompts.first_message(context, query, sources)},
@@ -107,6 +107,8 @@ def rebuild(
         meta = rlm_meta(cell)
         if meta.get("superseded"):
             continue
+        if meta.get("role") in AGENT_ROLES and meta.get("run_id") != run_id:
+            continue  # another run under the same query (a --fresh one): not this history
         if is_agent_cell(cell, run_id) and meta.get("role") != "answer":
             cell_step = meta.get("step")
             if cell_step != current_step:
@@ -124,10 +126,13 @@ def rebuild(
                     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
                     status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"
                     feedback.append(cell_feedback(cell.get("execution_count"), status, view, chars))
-                pinned = sum(1 for r in meta.get("subcalls") or [] if r.get("pinned"))
-                if pinned:
-                    feedback.append(f"(The user edited and pinned the response of {pinned} sub-call"
-                                    f"{'s' if pinned != 1 else ''} in that block; the output above uses it.)")
+                pins = [r for r in meta.get("subcalls") or [] if r.get("pinned")]
+                if pins:
+                    prompts_edited = sum(1 for r in pins if r.get("edited_prompt") is not None)
+                    also = (f" (and rewrote the prompt of {prompts_edited})" if prompts_edited else "")
+                    feedback.append(f"(The user edited and pinned the response of {len(pins)} sub-call"
+                                    f"{'s' if len(pins) != 1 else ''}{also} in that block; "
+                                    "the output above uses it.)")
             continue
         if meta.get("role") in ("answer", "context", "query"):
             continue
@@ -174,10 +179,25 @@ def _source(cell: Any) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
-def _run_of_next_agent_cell(cells: list[Any], start: int) -> str | None:
-    for cell in cells[start + 1:]:
-        run_id = rlm_meta(cell).get("run_id")
-        if run_id:
-            return run_id
-    return None
+def run_at(cells: list[Any], upto: int, query_index: int) -> str:
+    """The run that cell ``upto`` belongs to: its own run id, else that of
+    the nearest agent cell above it (below its query cell); on the query cell
+    itself, or with no agent cell in between, the query cell's recorded run,
+    else the run of the first agent cell below the query (the newest one, as
+    a run's cells are inserted right below its query). The labextension's
+    ``runIdAt`` picks the same run."""
+    for index in range(upto, query_index, -1):
+        meta = rlm_meta(cells[index])
+        if meta.get("role") in AGENT_ROLES and meta.get("run_id"):
+            return str(meta["run_id"])
+    recorded = rlm_meta(cells[query_index]).get("run_id")
+    if recorded:
+        return str(recorded)
+    for cell in cells[query_index + 1:]:
+        meta = rlm_meta(cell)
+        if meta.get("role") in AGENT_ROLES and meta.get("run_id"):
+            return str(meta["run_id"])
+        if meta.get("role") == "query" or _source(cell).startswith("%%rlm"):
+            break
+    return ""
 
