@@ -323,7 +323,7 @@ def test_sft_sub_calls_with_only_a_preview_are_left_out(made, tmp_path, capsys):
     subcalls = [e for e in _lines(out.read_text()) if e["metadata"]["kind"] == "subcall"]
     assert [e["messages"][0]["content"] for e in subcalls] == [f"item {i}" for i in range(1, 5)]
     assert subcalls[0]["messages"][1]["content"] == "a person's better answer" and subcalls[0]["metadata"]["pinned"]
-    assert "left out 1 sub-call(s) whose whole prompt" in capsys.readouterr().err
+    assert "left out 1 sub-call whose whole prompt" in capsys.readouterr().err
 
 
 def test_sft_filters(made, tmp_path):
@@ -392,6 +392,8 @@ def test_markdown_of_two_runs_and_a_run_without_an_answer(made):
     assert "*A person added a cell:*" in text and "the length is short" in text
     assert "### No final answer\n\nThe run ended with reason `max_iterations`" in text
     assert "## All runs" in text
+    assert "**Total:** 1 step, 0 sub-calls," in text  # the second run: one step, counted in the singular
+    assert "1 steps" not in text and "1 sub-calls" not in text
 
 
 def test_a_run_that_failed_before_any_reply(tmp_path):
@@ -444,7 +446,7 @@ def test_the_command_line_entry_point(made, tmp_path):
     out = tmp_path / "report.md"
     done = subprocess.run([*command, str(made["full"]), "-o", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert out.read_text().startswith("# RLM trajectory") and "exported 1 run(s), 5 steps" in done.stderr
+    assert out.read_text().startswith("# RLM trajectory") and "exported 1 run, 5 steps," in done.stderr
     bad = subprocess.run([*command, str(tmp_path / "nope.ipynb")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import RLMError, redact
-from .runs import RunView, read_runs, select_runs
+from .runs import RunView, count, read_runs, select_runs
 
 FORMATS = ("rlms-jsonl", "sft", "markdown")
 
@@ -126,9 +126,9 @@ def run_export(args: Any) -> int:
         args.notebook, args.format, args.output, run_id=args.run, include_subcalls=args.include_subcalls,
         only_final=args.only_final, only_approved=args.only_approved,
     )
-    unit = {"rlms-jsonl": "iterations", "sft": "examples", "markdown": "steps"}[args.format]
+    unit = {"rlms-jsonl": "iteration", "sft": "example", "markdown": "step"}[args.format]
     where = ", ".join("standard output" if p == "-" else p for p in result.paths)
-    print(f"rlm-kernel: exported {result.runs} run(s), {result.items} {unit}, to {where}", file=sys.stderr)
+    print(f"rlm-kernel: exported {count(result.runs, 'run')}, {count(result.items, unit)}, to {where}", file=sys.stderr)
     for note in result.notes:
         print(f"rlm-kernel: left out {note}", file=sys.stderr)
     return 0

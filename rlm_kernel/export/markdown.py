@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engine.history import rlm_meta
 from ..engine.protocol import truncate_middle
-from .runs import RunView, Step, output_texts, source
+from .runs import RunView, Step, count, output_texts, source
 
 OUTPUT_CHARS = 2_000
 PREVIEWS = 3
@@ -18,7 +18,7 @@ PREVIEWS = 3
 def render(runs: list[RunView], notebook: str) -> str:
     parts = [f"# RLM trajectory: {notebook}\n"]
     if len(runs) > 1:
-        parts.append(f"{len(runs)} runs.\n")
+        parts.append(f"{count(len(runs), 'run')}.\n")
     for number, run in enumerate(runs, 1):
         parts.append(_run(run, number if len(runs) > 1 else None))
     if len(runs) > 1:
@@ -143,7 +143,7 @@ def _subcalls(run: RunView, records: list[dict[str, Any]]) -> str:
         line = f"- `{record.get('model')}`: “{prompt}” → “{answer}”"
         child = run.child(record)
         if child is not None:
-            line += f" (child run `{child.run_id}`: {len(child.steps)} steps, ended `{child.reason}`)"
+            line += f" (child run `{child.run_id}`: {count(len(child.steps), 'step')}, ended `{child.reason}`)"
         lines.append(line)
     if len(records) > PREVIEWS:
         lines.append(f"- ... and {len(records) - PREVIEWS:,} more")
@@ -180,7 +180,7 @@ def _totals_line(runs: list[RunView]) -> str:
     subcalls = sum(len(_all_subcalls(r)) for r in runs)
     seconds = sum(r.elapsed_s() for r in runs)
     cost_text = "unknown (a price was unknown)" if cost is None else f"${cost:.6f}"
-    return (f"**Total:** {steps} steps, {subcalls:,} sub-calls, {tokens:,} tokens, cost {cost_text}, "
+    return (f"**Total:** {count(steps, 'step')}, {count(subcalls, 'sub-call')}, {count(tokens, 'token')}, cost {cost_text}, "
             f"{seconds:,.1f} s.")
 
 

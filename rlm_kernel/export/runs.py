@@ -310,6 +310,11 @@ def prompt_of(record: dict[str, Any]) -> str | None:
     return preview if chars is not None and chars <= len(preview) else None
 
 
+def count(number: int, noun: str) -> str:
+    """``1 step``, ``2 steps``, ``1,000 sub-calls``."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def prompt_shown(record: dict[str, Any]) -> str:
     """The prompt, or its preview saying how much the notebook did not keep."""
     whole = prompt_of(record)
@@ -418,4 +423,4 @@ def select_runs(runs: list[RunView], *, run_id: str | None = None, only_final: b
     return kept, dropped
 
 
-__all__ = ["RunView", "Step", "read_runs", "select_runs", "scrub", "prompt_of", "prompt_shown", "source"]
+__all__ = ["RunView", "Step", "count", "read_runs", "select_runs", "scrub", "prompt_of", "prompt_shown", "source"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .runs import RunView, prompt_of
+from .runs import RunView, count, prompt_of
 
 
 def examples(runs: list[RunView], *, include_subcalls: bool = False,
@@ -35,14 +35,14 @@ def examples(runs: list[RunView], *, include_subcalls: bool = False,
             _add_subcalls(run, out, skipped, only_final)
     notes = []
     if skipped["empty"]:
-        notes.append(f"{skipped['empty']} run(s) with no reply from the root model")
+        notes.append(f"{count(skipped['empty'], 'run')} with no reply from the root model")
     if skipped["preview"]:
-        notes.append(f"{skipped['preview']} sub-call(s) whose whole prompt the notebook does not keep "
+        notes.append(f"{count(skipped['preview'], 'sub-call')} whose whole prompt the notebook does not keep "
                      "(only a preview)")
     if skipped["failed"]:
-        notes.append(f"{skipped['failed']} failed sub-call(s)")
+        notes.append(f"{count(skipped['failed'], 'failed sub-call')}")
     if skipped["child"]:
-        notes.append(f"{skipped['child']} child run(s) that ended without a final answer")
+        notes.append(f"{count(skipped['child'], 'child run')} that ended without a final answer")
     return out, notes
 
 
