@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,11 @@ def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm,
     path, first = _first_run(tmp_path, make_rlm, server)
     nb = nbformat.read(path, as_version=4)
     upto = _index(nb, "code", 1)
-    # a person edits step 1's code and adds a note after it, in the file
-    nb.cells[upto].source += "\nprint('edited by a person')"
+    # a person edits step 1's code and adds a note after it, in the file; the
+    # saved outputs are stale (the edit was never run), so only the resumed
+    # run's re-run of the cell can print "edited output 14"
+    nb.cells[upto].source += "\nprint('edited output', len(notes) * 7)"
+    nb.cells[upto].outputs = [nbformat.v4.new_output("stream", name="stdout", text="STALE OUTPUT\n")]
     nb.cells.insert(upto + 1, nbformat.v4.new_markdown_cell("Please double-check the pears."))
     nbformat.write(nb, path)
 
@@ -68,8 +72,9 @@ def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm,
     assert result.reason == "final" and result.answer == "resumed answer"
     assert srv.calls("sub-model") == [], "the prefix's sub-calls were not replayed"
     history = seen[0]
-    assert "edited by a person" in history and "Please double-check the pears." in history
-    assert "2 notes" in history  # the re-run cell's output
+    assert "Please double-check the pears." in history
+    assert "edited output 14" in history, "the history does not show the edited cell's new output"
+    assert "STALE OUTPUT" not in history
     assert "total = 2 * 21" not in history  # the old continuation is not part of it
 
     saved = nbformat.read(out, as_version=4)
@@ -83,6 +88,7 @@ def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm,
     assert new_answer == upto + 3, roles
     old = [c for c in saved.cells[new_answer + 1:] if c.metadata.get("rlm", {}).get("role") in ("thought", "code")]
     assert old and all(c.metadata["rlm"]["superseded"] for c in old)
+    assert "edited output 14" in "".join(o.get("text", "") for o in saved.cells[upto].outputs)
     replayed = saved.cells[upto].metadata["rlm"]["subcalls"]
     assert [r["replayed"] for r in replayed] == [True, True]
     assert len(saved.metadata["rlm"]["runs"]) == 2
@@ -171,3 +177,39 @@ def test_cli_approve_stop_ends_the_run(tmp_path):
         assert json.loads(done.stdout)["reason"] == "interrupted"
         nb = nbformat.read(out, as_version=4)
         assert "never" not in json.dumps([c.get("outputs") for c in nb.cells])
+
+
+def test_cli_approve_on_a_terminal_keeps_stdout_pure_json(tmp_path):
+    """``--approve --json`` with stdin on a terminal (a pseudo-terminal here):
+    the code, the question and the editor go to stderr or the terminal, so
+    stdout is exactly the JSON result."""
+    import os
+    import pty
+
+    (tmp_path / "doc.txt").write_text("text\n", encoding="utf-8")
+    editor = tmp_path / "editor.py"
+    editor.write_text("import sys\np = sys.argv[1]\ns = open(p).read().replace('as written', 'edited')\n"
+                      "open(p, 'w').write(s)\nprint('EDITOR SCREEN')\n", encoding="utf-8")
+    script = Router({"root-model": [repl("print('one as written')"), repl("print('two ran')"),
+                                    "FINAL(approved on a terminal)"]}, sub=_sub)
+    master, slave = pty.openpty()
+    try:
+        with ScriptedServer(script) as srv:
+            os.write(master, b"e\n\n")  # edit the first block, run the second
+            done = subprocess.run(
+                [CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                 "--api-base", srv.url, "--approve", "-o", str(tmp_path / "tty.ipynb"), "--json"],
+                cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY, EDITOR=f"{sys.executable} {editor}"),
+                stdin=slave, capture_output=True, text=True, timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # nothing else on stdout
+    assert result["answer"] == "approved on a terminal"
+    assert "Run this code?" in done.stderr and "print('one as written')" in done.stderr
+    assert "EDITOR SCREEN" in done.stderr
+    nb = nbformat.read(tmp_path / "tty.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.metadata.get("rlm", {}).get("role") == "code"]
+    assert code[0].source == "print('one edited')" and "one edited" in code[0].outputs[0]["text"]
+    assert "two ran" in code[1].outputs[0]["text"]

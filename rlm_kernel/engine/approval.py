@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -84,26 +85,52 @@ class PromptApprover(Approver):
 
 
 def edit_in_editor(source: str) -> str | None:
-    """Open ``$VISUAL`` / ``$EDITOR`` (else vi) on the code; the saved text."""
+    """Open ``$VISUAL`` / ``$EDITOR`` (else vi) on the code; the saved text.
+    The editor draws on the terminal itself (``/dev/tty``), never on stdout,
+    which may be the run's ``--json`` result."""
     command = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
         handle.write(source)
         path = handle.name
     try:
-        subprocess.run([*shlex.split(command), path], check=False)
+        try:
+            terminal: Any = open("/dev/tty", "r+b", buffering=0)  # noqa: SIM115 - closed below
+        except OSError:
+            terminal = None
+        try:
+            streams = {"stdin": terminal, "stdout": terminal} if terminal else {"stdout": sys.stderr}
+            subprocess.run([*shlex.split(command), path], check=False, **streams)
+        finally:
+            if terminal is not None:
+                terminal.close()
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     finally:
         os.unlink(path)
 
 
+def ask_on_stderr(question: str) -> str:
+    """Ask on stderr and read the answer line from stdin (a terminal or a
+    pipe): stdout stays the run's result (``--json`` prints one object)."""
+    print(question, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\r\n")
+
+
+def show_on_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def terminal_approver() -> PromptApprover:
-    """For ``rlm-kernel run --approve`` on a terminal."""
+    """For ``rlm-kernel run --approve`` on a terminal: the code and the
+    question go to stderr, answers come from the terminal."""
 
     async def editor(run: Run, cell: NotebookNode) -> str | None:
         return await run.code_thread.run(lambda: edit_in_editor(cell.source))
 
-    return PromptApprover(editor=editor)
+    return PromptApprover(ask=ask_on_stderr, show=show_on_stderr, editor=editor)
 
 
 def notebook_approver(fetch_source: Callable[[str], Awaitable[str | None]]) -> PromptApprover:
@@ -118,4 +145,5 @@ def notebook_approver(fetch_source: Callable[[str], Awaitable[str | None]]) -> P
     return approver
 
 
-__all__ = ["Approver", "Decision", "PromptApprover", "edit_in_editor", "terminal_approver", "notebook_approver"]
+__all__ = ["Approver", "Decision", "PromptApprover", "ask_on_stderr", "edit_in_editor", "notebook_approver",
+           "show_on_stderr", "terminal_approver"]
