@@ -115,6 +115,10 @@ def _lines(text: str) -> list[dict[str, Any]]:
 # -- rlms-jsonl -----------------------------------------------------------------------
 
 
+# Keys of a sub-call the official visualizer reads and the official library does not write.
+VISUALIZER_EXTRAS = ("prompt_tokens", "completion_tokens")
+
+
 def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
     from rlm.core.types import CodeBlock, REPLResult, RLMChatCompletion, RLMIteration, RLMMetadata
 
@@ -126,7 +130,8 @@ def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
 
     def rebuilt_call(call: dict[str, Any]) -> dict[str, Any]:
         again = RLMChatCompletion.from_dict(call).to_dict()
-        assert again == call
+        # a superset: the library keeps every key but the token counts its visualizer reads
+        assert again == {k: v for k, v in call.items() if k not in VISUALIZER_EXTRAS}
         for child in (call.get("metadata") or {}).get("iterations", []):
             assert rebuilt_iteration(child) == child
         return again
@@ -138,6 +143,9 @@ def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
             b["result"]["final_answer"])) for b in entry["code_blocks"]]
         again = RLMIteration(entry["prompt"], entry["response"], blocks, entry["final_answer"],
                              entry["iteration_time"]).to_dict()
+        for block, ours in zip(again["code_blocks"], entry["code_blocks"], strict=True):
+            for call, our_call in zip(block["result"]["rlm_calls"], ours["result"]["rlm_calls"], strict=True):
+                call.update({k: our_call[k] for k in VISUALIZER_EXTRAS})
         return {"type": "iteration", "iteration": entry["iteration"], "timestamp": entry["timestamp"], **again}
 
     assert len(iterations) == 5
@@ -213,9 +221,9 @@ def test_rlms_jsonl_has_the_key_structure_of_a_real_rlms_log(made, tmp_path):
     assert our_block.keys() == their_block.keys()
     assert our_block["result"].keys() == their_block["result"].keys()
     their_call, our_call = their_block["result"]["rlm_calls"][0], our_block["result"]["rlm_calls"][0]
-    # both hold an rlm_query child's trajectory under "metadata"
-    assert our_call.keys() == their_call.keys() == {"root_model", "prompt", "response", "usage_summary",
-                                                    "execution_time", "metadata"}
+    # both hold an rlm_query child's trajectory under "metadata"; ours adds the visualizer's token counts
+    assert their_call.keys() == {"root_model", "prompt", "response", "usage_summary", "execution_time", "metadata"}
+    assert our_call.keys() == their_call.keys() | set(VISUALIZER_EXTRAS)
     assert our_call["metadata"].keys() == their_call["metadata"].keys() == {"run_metadata", "iterations"}
     assert our_call["metadata"]["run_metadata"].keys() == their_call["metadata"]["run_metadata"].keys()
     assert our_call["metadata"]["iterations"][0].keys() == their_call["metadata"]["iterations"][0].keys()
@@ -240,6 +248,8 @@ def _check_visualizer_types(entry: dict[str, Any]) -> None:
         assert isinstance(result["execution_time"], (int, float))
         for call in result["rlm_calls"]:
             assert isinstance(call["response"], str) and isinstance(call["execution_time"], (int, float))
+            # ExecutionPanel.tsx shows "{prompt_tokens} in", "{completion_tokens} out" on each sub-call
+            assert isinstance(call["prompt_tokens"], int) and isinstance(call["completion_tokens"], int)
             assert isinstance(call["prompt"], (str, dict))
             for child in (call.get("metadata") or {}).get("iterations", []):
                 _check_visualizer_types(child)
@@ -259,10 +269,18 @@ def test_rlms_jsonl_holds_what_the_root_model_saw_and_did(made):
     batch = iterations[1]["code_blocks"][0]["result"]
     assert [c["prompt"] for c in batch["rlm_calls"]] == [f"item {i}" for i in range(5)]
     assert [c["response"] for c in batch["rlm_calls"]] == [f"echo: item {i}" for i in range(5)]
+    records = next(c for c in nbformat.read(made["full"], as_version=4).cells
+                   if (c.metadata.get("rlm") or {}).get("subcalls"))["metadata"]["rlm"]["subcalls"]
+    assert [(c["prompt_tokens"], c["completion_tokens"]) for c in batch["rlm_calls"]] == [
+        (r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"]) for r in records]
+    assert all(c["prompt_tokens"] > 0 and c["completion_tokens"] > 0 for c in batch["rlm_calls"])
     mistake = iterations[2]["code_blocks"][0]["result"]
     assert mistake["stdout"].startswith("x" * 5000) and "NameError" in mistake["stderr"]
     (child_call,) = iterations[3]["code_blocks"][0]["result"]["rlm_calls"]
     assert (child_call["root_model"], child_call["response"]) == ("openai/child-model", "9")
+    child_usage = child_call["usage_summary"]["model_usage_summaries"].values()
+    assert child_call["prompt_tokens"] == sum(u["total_input_tokens"] for u in child_usage) > 0
+    assert child_call["completion_tokens"] == sum(u["total_output_tokens"] for u in child_usage) > 0
     child = child_call["metadata"]["iterations"]
     assert [e["prompt"] for e in child] == [b["messages"] for b in made["full_requests"]["child-model"]]
     assert child[-1]["final_answer"] == "9"

@@ -13,9 +13,19 @@ each sub-call is an ``RLMChatCompletion`` (``root_model``, ``prompt``,
 failed); an ``rlm_query`` child carries its own trajectory in ``metadata``
 (``{"run_metadata", "iterations"}``), as the library's child loggers do.
 
+A superset: each sub-call also has ``prompt_tokens`` and
+``completion_tokens`` (for a child run, the sums over all its calls). The
+official visualizer (``visualizer/src/lib/types.ts``) shows them on every
+sub-call, but ``rlms`` 0.1.3 writes only ``usage_summary``, so its own logs
+show "undefined in / undefined out" there; the library's types ignore keys
+they do not know.
+
 Mapping notes: ``max_depth`` follows the library's meaning (1 = no
-recursion), i.e. our ``--max-depth`` plus one; ``backend`` is ``litellm`` and
-``environment_type`` ``ipython``; ``locals`` is empty (a notebook keeps no
+recursion), i.e. our ``--max-depth`` plus one; ``backend`` is ``litellm``,
+which is what reached the model: ``rlms`` writes the name of its own client
+there (``openai``, ``anthropic``, ``gemini``...; ``litellm`` is none of
+them), and its visualizer only prints the field in its header, beside the
+root model. ``environment_type`` is ``ipython``; ``locals`` is empty (a notebook keeps no
 namespace); a sub-call prompt longer than the notebook's preview is the
 preview plus a note of how much is missing; a root run's final answer is
 the notebook's preview of it (its first 4,000 characters); timestamps are
@@ -140,6 +150,9 @@ def _subcall(run: RunView, record: dict[str, Any], clock: datetime) -> dict[str,
         "response": record.get("response") or "",
         "usage_summary": usage_summary(usage),
         "execution_time": float(record.get("latency_s") or 0.0),
+        # Read by the official visualizer on each sub-call, written by no rlms version.
+        "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
+        "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
     }
     if child_view is not None:
         entry["metadata"] = {"run_metadata": run_metadata(child_view), "iterations": iterations(child_view, clock)}
