@@ -191,3 +191,22 @@ def test_lab_with_a_model_set_starts_no_offline_model(lab):
     server.wait_ready()
     assert server.model_servers() == []
     assert "offline model" not in server.output()
+
+
+def test_lab_with_only_a_provider_key_gives_its_kernels_a_default_model(lab):
+    server = lab(OPENAI_API_KEY="sk-fake-smoke-key-0123456789")
+    server.wait_ready()
+    assert server.model_servers() == []
+    said = server.output()
+    assert "offline model" not in said and "%%rlm cells use openai/gpt-4o-mini" in said, said
+    kernel_id = server.get("/api/kernels", "POST", {"name": "rlm"})["id"]
+    client = BlockingKernelClient(connection_file=str(server.runtime / f"kernel-{kernel_id}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=START_SECONDS)
+        reply = client.execute_interactive("", user_expressions={
+            "model": "__import__('os').environ.get('RLM_MODEL')"}, timeout=60)
+    finally:
+        client.stop_channels()
+    assert reply["content"]["user_expressions"]["model"]["data"]["text/plain"] == "'openai/gpt-4o-mini'"
