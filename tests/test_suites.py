@@ -270,9 +270,9 @@ def test_compare_base_cuts_the_context_to_fit() -> None:
     assert all(t["systems"]["base"]["truncated"] for t in results["tasks"])
 
 
-@pytest.mark.parametrize("suite", ["sniah", "multihop", "codeqa"])
+@pytest.mark.parametrize("suite", ["sniah", "oolong", "oolong-pairs", "multihop", "codeqa"])
 def test_compare_rlms_runs_the_official_library_on_the_same_tasks(suite: str) -> None:
-    pytest.importorskip("rlm", reason="rlms (the bench extra) is not installed")
+    import rlm  # noqa: F401 - the bench extra (./dev setup installs it); a missing one fails here
     results, _ = _run(suite, compare=("rlms",))
     systems = results["lengths"][0]["systems"]
     assert systems["ours"]["score"] == 1.0 and systems["rlms"]["score"] == 1.0, results["tasks"]
@@ -320,15 +320,21 @@ def test_cli_json_out_dir_plot_and_notebooks(tmp_path: Path, capsys: pytest.Capt
     assert notebooks == ["sniah-2K-0.ipynb", "sniah-2K-1.ipynb", "sniah-4K-0.ipynb", "sniah-4K-1.ipynb"]
 
 
-def test_cli_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_text_report_and_its_benchmarks_md_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = tmp_path / "BENCHMARKS.md"
     with ScriptedServer(SolverResponder("sniah")) as server:
         args = _parser().parse_args([
             "bench", "suite", "--suite", "sniah", "--model", f"openai/{ROOT_MODEL}", "--api-base", server.url,
-            "--lengths", "2k", "--n", "1", "--quiet",
+            "--lengths", "2k", "--n", "1", "--quiet", "--write-md", str(md),
         ])
         assert run_bench(args) == 0
     out = capsys.readouterr().out
     assert "characters / 4" in out and "RLM (rlm-kernel)" in out and "1.000" in out
+    text = md.read_text()
+    section = text.split("<!-- bench:suite-sniah -->", 1)[1].split("<!-- /bench:suite-sniah -->", 1)[0]
+    assert "## Long-context suite: sniah" in section and "1.000" in section and "*Measured on:" in section
+    assert f"--model openai/{ROOT_MODEL}" in section and server.url not in section
+    assert "<!-- bench:harness -->" in text  # the other sections keep their places
 
 
 def test_cli_errors_are_one_sentence(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

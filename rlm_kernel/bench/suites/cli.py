@@ -73,6 +73,8 @@ def add_suite_parser(kinds: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", help="write <suite>.json, the plot and our runs' notebooks here")
     parser.add_argument("--plot", metavar="PATH.png", help="save the plot here (default: <out-dir>/<suite>.png)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--write-md", metavar="PATH",
+                        help="also write this suite's section of a generated markdown file (e.g. BENCHMARKS.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
@@ -106,6 +108,13 @@ def run_suite_command(args: argparse.Namespace) -> int:
             if args.out_dir:
                 Path(args.out_dir, f"{args.suite}.json").write_text(json.dumps(results, default=str, indent=1),
                                                                     encoding="utf-8")
+        if args.write_md:
+            from .. import machine_info, update_markdown
+            from .report import format_markdown
+
+            update_markdown(args.write_md, f"suite-{args.suite}", format_markdown(results, _command_line(args)),
+                            machine_info())
+            progress(f"wrote the suite-{args.suite} section of {args.write_md}")
     except RLMError as error:
         print(f"rlm-kernel bench suite: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -116,3 +125,18 @@ def run_suite_command(args: argparse.Namespace) -> int:
 
         print(format_text(results), flush=True)
     return EXIT_OK
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (without where it writes)."""
+    from ...errors import redact
+
+    words = ["rlm-kernel bench suite", f"--suite {args.suite}", f"--model {args.model}"]
+    if args.sub_model and args.sub_model != args.model:
+        words.append(f"--sub-model {args.sub_model}")
+    if args.lengths:
+        words.append("--lengths " + ",".join(str(n) for n in args.lengths))
+    words += [f"--n {args.n}", f"--seed {args.seed}", f"--max-iterations {args.max_iterations}"]
+    if args.compare:
+        words.append("--compare " + ",".join(args.compare))
+    return redact(" ".join(words))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import table
+from .. import md_table, table
 from .systems import TITLES
 
 
@@ -12,9 +12,7 @@ def _cost(value: float | None) -> str:
     return "n/a" if value is None else f"${value:.4f}"
 
 
-def format_text(results: dict[str, Any]) -> str:
-    cfg = results["config"]
-    header = ["length", "system", "score", "cost/task", "tokens/task", "time/task", "errors"]
+def _rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for entry in results["lengths"]:
         for i, (name, s) in enumerate(entry["systems"].items()):
@@ -23,6 +21,34 @@ def format_text(results: dict[str, Any]) -> str:
                 TITLES.get(name, name), f"{s['score']:.3f}", _cost(s["cost_usd"]), f"{s['tokens']:,.0f}",
                 f"{s['time_s']:.1f} s", f"{s['errors']}/{s['tasks']}",
             ])
+    return rows
+
+
+_HEADER = ["length", "system", "score", "cost/task", "tokens/task", "time/task", "errors"]
+
+
+def format_markdown(results: dict[str, Any], command: str) -> str:
+    """The suite's section of BENCHMARKS.md."""
+    cfg = results["config"]
+    sub = cfg["sub_model"]
+    lines = [
+        f"## Long-context suite: {results['suite']}",
+        "",
+        f"`{command}`: {cfg['n']} task(s) per length, seed {cfg['seed']}; root model {cfg['model']}"
+        + (f", sub-model {sub}" if sub != cfg["model"] else "") + ". Lengths are tokens estimated as "
+        "characters / 4; score is the mean per task (1 = all right); cost, tokens and time are means per task.",
+        "",
+        md_table(_rows(results), _HEADER),
+    ]
+    if "base" in cfg["systems"]:
+        lines += ["", f"base: one call with the context cut to {cfg.get('base_max_tokens', 0):,} estimated tokens."]
+    return "\n".join(lines)
+
+
+def format_text(results: dict[str, Any]) -> str:
+    cfg = results["config"]
+    header = _HEADER
+    rows = _rows(results)
     sub = cfg["sub_model"]
     lines = [
         f"Suite {results['suite']}: {cfg['n']} task(s) per length, seed {cfg['seed']}; root model {cfg['model']}"
