@@ -67,6 +67,9 @@ def test_live_run_fills_the_notebook(page: Page, lab_server, model_server, reque
     page.wait_for_selector(f"{CELLS} .jp-OutputArea-output:has-text('first line')", timeout=60_000)
     seen_first = time.monotonic()
     assert page.locator(f"{CELLS} .jp-OutputArea-output:has-text('second line')").count() == 0
+    # Saving mid-run clears the dirty mark; the next step's cells set it again.
+    save_notebook(page)
+    agent_cells_when_saved = sum(1 for c in _agent_cells(page) if c["role"])
     page.wait_for_selector(f"{CELLS} .jp-OutputArea-output:has-text('second line')", timeout=20_000)
     assert time.monotonic() - seen_first > 1.0
     screenshot(page, request, "-streaming")
@@ -74,6 +77,10 @@ def test_live_run_fills_the_notebook(page: Page, lab_server, model_server, reque
     # The batch widget fills row by row: watch its progress description move.
     progress = page.locator(".rlm-subcall-widget .widget-progress, .rlm-subcall-widget .widget-inline-hbox")
     progress.first.wait_for(timeout=30_000)
+    assert sum(1 for c in _agent_cells(page) if c["role"]) > agent_cells_when_saved
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty"), \
+        "the notebook is not marked dirty after a new step"
+    filling_shot = False
     seen: set[str] = set()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -83,6 +90,9 @@ def test_live_run_fills_the_notebook(page: Page, lab_server, model_server, reque
                 seen.add(f"{k} of 12")
         if "12 of 12" in text:
             break
+        if len(seen) >= 2 and not filling_shot:
+            screenshot(page, request, "-batch-filling")
+            filling_shot = True
         time.sleep(0.1)
     assert "12 of 12" in seen and len(seen) >= 4, seen
     screenshot(page, request, "-batch")
