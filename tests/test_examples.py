@@ -16,6 +16,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -102,14 +103,42 @@ def execute(nb: Any, saved: Path, api_base: str, cwd: Path = EXAMPLES) -> None:
     client.execute(env=example_env(api_base, saved))
 
 
-def run_example(name: str, responder: Any, tmp_path: Path,
-                extra: dict[str, str] | None = None) -> tuple[Any, dict[str, Any], ScriptedServer]:
+# What the root model's code could find in the namespace when the run starts:
+# the names a person's cells left, and those that give the expected answer
+# away (the benchmark's generators, records with their labels, a task with
+# its gold answer).
+NAMESPACE_PROBE = f"""\
+import json as _json, types as _types
+def _clue(value, depth=0):
+    if isinstance(value, _types.ModuleType):
+        return value.__name__.startswith("rlm_kernel.bench")
+    if hasattr(value, "label") or hasattr(value, "gold"):
+        return True
+    return depth < 2 and isinstance(value, (list, tuple)) and any(_clue(v, depth + 1) for v in value[:5])
+_names = sorted(k for k in list(globals()) if k == "_" or not (k.startswith("_") or k in ("In", "Out", "exit", "quit", "get_ipython")))
+print({PROBE_MARK!r} + _json.dumps({{"names": _names, "clues": [k for k in _names if _clue(globals()[k])]}}))
+del _json, _types, _clue, _names
+"""
+
+
+def read_namespace(nb: Any) -> dict[str, list[str]]:
+    text = outputs_text(cell(nb, "namespace-probe"))
+    assert PROBE_MARK in text, f"the namespace probe printed nothing: {text!r}"
+    return json.loads(text.split(PROBE_MARK, 1)[1])
+
+
+def run_example(name: str, responder: Any, tmp_path: Path, extra: dict[str, str] | None = None,
+                probe_namespace: bool = False) -> tuple[Any, dict[str, Any], ScriptedServer]:
     """Run examples/NAME as JupyterLab would (working directory examples/)
-    with a probe cell appended; returns the executed notebook, the probe's
-    result and the server (stopped, its requests kept)."""
+    with a probe cell appended (and with ``probe_namespace``, one just before
+    the ``%%rlm`` cell, id ``ask``); returns the executed notebook, the
+    probe's result and the server (stopped, its requests kept)."""
     before = sorted(p.name for p in EXAMPLES.iterdir())
     nb = nbformat.read(EXAMPLES / name, as_version=4)
     nb.cells.append(new_code_cell(probe_source(extra)))
+    if probe_namespace:
+        ask = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ask")
+        nb.cells.insert(ask, new_code_cell(NAMESPACE_PROBE, id="namespace-probe"))
     with ScriptedServer(responder) as server:
         execute(nb, tmp_path / name, server.url)
     errors = [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
@@ -325,8 +354,12 @@ def test_quickstart(tmp_path):
 @needs_texts
 def test_needle_in_a_haystack(tmp_path):
     nb, probe, server = run_example("needle_in_a_haystack.ipynb", scripted(NEEDLE_ROOT, needle_sub), tmp_path,
-                                    {"expected": "expected"})
+                                    {"expected": "expected"}, probe_namespace=True)
     result, expected = probe["result"], ast.literal_eval(probe["values"]["expected"])
+    # the root model's namespace holds the haystack, not what would rebuild the answer
+    namespace = read_namespace(nb)
+    assert "context" in namespace["names"] and namespace["clues"] == [], namespace
+    assert not {"sniah", "SEED", "LENGTH", "expected"} & set(namespace["names"]), namespace
     assert result["reason"] == "final", result
     assert re.fullmatch(r"\d{7}", expected) and result["answer"] == expected
     assert "right" in outputs_text(cell(nb, "check"))
@@ -342,8 +375,12 @@ def test_aggregation_over_records(tmp_path):
 
     labelled_texts()  # the sub-model's answer key, loaded before the first sub-call waits for it
     nb, probe, server = run_example("aggregation_over_records.ipynb", scripted(RECORDS_ROOT, records_sub), tmp_path,
-                                    {"expected": "expected"})
+                                    {"expected": "expected"}, probe_namespace=True)
     result, expected = probe["result"], int(probe["values"]["expected"])
+    # the root model's namespace holds the records' text, not their labels (not even as `_`) nor their generator
+    namespace = read_namespace(nb)
+    assert "context" in namespace["names"] and namespace["clues"] == [], namespace
+    assert not {"records", "truth", "SEED", "CHARS"} & set(namespace["names"]), namespace
     assert result["reason"] == "final", result
     assert expected > 0 and result["answer"] == str(expected)
     count = int(re.search(r"(\d+) records", outputs_text(cell(nb, "records"))).group(1))
@@ -391,6 +428,22 @@ def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tm
     assert result["reason"] == "final", result
     assert result["answer"] == "3"
     assert "final - 3" in outputs_text(cell(nb, "result"))
+
+
+def test_the_run_recorded_in_human_in_the_loop_is_what_the_code_records_today(tmp_path):
+    """Recording the run again changes ids, timings and widget tables, but
+    not what the cells say: no stale text (such as "1 characters")."""
+    again = tmp_path / "human_in_the_loop.ipynb"
+    shutil.copy(EXAMPLES / again.name, again)
+    record_human_in_the_loop(again)
+
+    def shown(path: Path) -> list[tuple[Any, ...]]:
+        cells = [c for c in nbformat.read(path, as_version=4).cells if _role(c) in AGENT_ROLES]
+        return [(c.cell_type, _role(c), c.metadata.rlm.get("step"), c.source,
+                 "".join(o.get("text", "") for o in c.get("outputs", []) if o.output_type == "stream"))
+                for c in cells]
+
+    assert shown(again) == shown(EXAMPLES / again.name)
 
 
 # -- recording the run of human_in_the_loop.ipynb ---------------------------------------
