@@ -189,6 +189,37 @@ def child_tokens(child: dict) -> int:
     return sum(step_tokens([c["metadata"].get("rlm") for c in child["cells"]]).values())
 
 
+def step_seconds(metas: list[dict | None]) -> dict[int, float]:
+    """Time per step: the root call's latency plus the run time of the step's
+    code cells (which includes their sub-calls and child runs)."""
+    totals: dict[int, float] = {}
+    for meta in metas:
+        if not meta or meta.get("role") not in ("thought", "code", "answer"):
+            continue
+        totals.setdefault(meta["step"], 0.0)
+        if "root_call" in meta:
+            totals[meta["step"]] += meta["root_call"]["latency_s"]
+        if meta["role"] == "code":
+            totals[meta["step"]] += meta["duration_s"]
+    return totals
+
+
+def assert_time(entry: dict, seconds: float) -> None:
+    """The time an entry shows (the last part of its metrics: "0.43 s", "2.5 s",
+    "12 s", "1:05 min") is ``seconds``, rounded as the panel rounds."""
+    shown = entry["metrics"].split(" · ")[-1]
+    assert shown.endswith((" s", " min")), entry
+    if shown.endswith(" min"):
+        minutes, rest = shown.removesuffix(" min").split(":")
+        value, unit = int(minutes) * 60 + int(rest), 1.0
+    else:
+        number = shown.removesuffix(" s")
+        digits = len(number.split(".")[1]) if "." in number else 0
+        assert digits == (2 if seconds < 1 else 1 if seconds < 10 else 0), (entry, seconds)
+        value, unit = float(number), 10.0 ** -digits
+    assert seconds > 0 and abs(value - seconds) <= unit / 2 + 1e-9, (entry, seconds)
+
+
 def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_server, request, console) -> None:
     filler = "\n".join(f"Filler line {i}, so the run sits below the fold." for i in range(40))
     with ScriptedServer(Conversations()) as server:
@@ -237,6 +268,7 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
         first_of_step.setdefault(cell["rlm"]["step"], cell)
     assert sorted(first_of_step) == [1, 2, 3]
     expected_steps = step_tokens([c["rlm"] for c in agent])
+    expected_seconds = step_seconds([c["rlm"] for c in agent])
     entries = panel_entries(page)
     by_key = {e["key"]: e for e in entries}
 
@@ -246,6 +278,7 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
     assert run["query"] == "How many needles are there?" and run["detail"] == "3 steps, 5 sub-calls"
     assert run["cell"] == "ask"
     assert run["tokens"] == f"{sum(expected_steps.values()):,} tok"
+    assert run["metrics"].endswith((" s", " min")), run  # the run's elapsed time
 
     # The steps: root model, tokens and cost as the cells' metadata say.
     steps = [e for e in entries if e["kind"] == "step" and e["parent"] == run["key"]]
@@ -260,6 +293,7 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
         # Only the root call's cost is known; "+" marks sub-calls of unknown cost.
         cost = f"${root_call['cost_usd']:.4f}" + ("+" if number < 3 else "")
         assert step["metrics"].split(" · ")[0] == cost, step
+        assert_time(step, expected_seconds[number])
     assert steps[2]["detail"] == "answer"
 
     # Step 1: the batch and its three sub-calls, in order, with their own numbers.
@@ -275,6 +309,9 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
             record["usage"]["prompt_tokens"], record["usage"]["completion_tokens"])
         assert member["tokens"] == f"{tokens(record['usage']):,} tok"
         assert record["prompt_preview"][:30] in member["detail"]
+        assert_time(member, record["latency_s"])
+    # the members ran concurrently: the batch took as long as its slowest
+    assert_time(group, max(r["latency_s"] for r in records))
 
     # Step 2: the rlm_query sub-call holds the child run's steps and sub-call.
     code2 = next(c for c in agent if c["rlm"].get("subcalls") and c["rlm"]["step"] == 2)
@@ -284,8 +321,13 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
     assert rlm_entry["label"] == "rlm_query" and rlm_entry["parent"] == steps[1]["key"]
     assert f"child run {child['run_id']}" in rlm_entry["detail"] and "2 steps" in rlm_entry["detail"]
     assert rlm_entry["prompt"] + rlm_entry["completion"] == child_tokens(child)
+    assert_time(rlm_entry, record["latency_s"])
+    assert record["latency_s"] > 3  # the child's slow second step
     child_steps = [e for e in entries if e["parent"] == rlm_entry["key"]]
     assert [s["label"] for s in child_steps] == ["Step 1", "Step 2"]
+    child_seconds = step_seconds([c["metadata"].get("rlm") for c in child["cells"]])
+    for number, child_step in zip((1, 2), child_steps, strict=True):
+        assert_time(child_step, child_seconds[number])
     assert all(s["model"] == SUB_MODEL and s["cell"] == code2["id"] for s in child_steps)
     child_metas = [c["metadata"]["rlm"] for c in child["cells"]]
     inner = next(m for m in child_metas if m.get("subcalls"))["subcalls"][0]
