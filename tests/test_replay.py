@@ -50,3 +50,17 @@ def test_no_configured_model_takes_any_recorded_one():
 def test_failed_records_are_not_replayed():
     cursor = book_with([record("1", "m", "p", "", status="error")]).cursor("c1")
     assert cursor.take("m", "p") is None
+
+
+def test_a_pin_with_an_edited_prompt_matches_the_codes_prompt_and_keeps_the_edit():
+    book = book_with([record("1", "m", "original prompt", "model answer")])
+    pinned = book.pin("c1", "1", "answer to my prompt", edited_prompt="my prompt")
+    assert pinned["edited_prompt"] == "my prompt" and pinned["prompt_hash"] == prompt_hash("m", "original prompt")
+    book.enabled = False
+    cursor = book.cursor("c1")
+    assert cursor.take("m", "my prompt") is None  # the code still sends the original prompt
+    assert cursor.take("m", "original prompt")["response"] == "answer to my prompt"
+    assert cursor.edited_prompt("original prompt") == "my prompt"
+    assert cursor.edited_prompt("original prompt") is None
+    # pinning again with the code's own prompt drops the edit
+    assert "edited_prompt" not in book.pin("c1", "1", "plain", edited_prompt=None)

@@ -7,6 +7,11 @@ cell runs again, each ``llm_query`` / ``rlm_query`` whose model and prompt
 match a recorded one (in order, per prompt) gets the recorded response
 instead of a model call. Pinned responses are used even when replay is off;
 a prompt that changed, or one whose recorded call failed, is a fresh call.
+
+A person may also rewrite the prompt of a pinned sub-call (``edited_prompt``
+in the record): the record still matches the prompt the code sends (its
+``prompt_hash`` is the original's), and the pinned response, written by
+hand or the model's answer to the edited prompt, is what the code gets.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class ReplayCursor:
             usable = record.get("pinned") or (enabled and record.get("status") == "done")
             if usable and record.get("prompt_hash") and record.get("response") is not None:
                 self._by_prompt[record["prompt_hash"]].append(record)
+        self._edits: dict[str, deque[str]] = defaultdict(deque)  # prompt -> edited prompts handed out
         self._lock = threading.Lock()
 
     def take(self, model: str, prompt: str) -> dict[str, Any] | None:
@@ -45,20 +51,33 @@ class ReplayCursor:
         configured now; with no model configured (a notebook opened without
         keys) any recorded model's response serves."""
         with self._lock:
-            queue = self._by_prompt.get(prompt_hash(model, prompt))
-            if queue:
+            record = self._take(model, prompt)
+            if record is not None and record.get("edited_prompt") is not None:
+                self._edits[prompt].append(record["edited_prompt"])
+            return record
+
+    def _take(self, model: str, prompt: str) -> dict[str, Any] | None:
+        queue = self._by_prompt.get(prompt_hash(model, prompt))
+        if queue:
+            return queue.popleft()
+        for recorded_model in self._models - {model}:
+            queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
+            if not queue:
+                continue
+            if not model:
                 return queue.popleft()
-            for recorded_model in self._models - {model}:
-                queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
-                if not queue:
-                    continue
-                if not model:
-                    return queue.popleft()
-                for record in queue:
-                    if record.get("pinned"):
-                        queue.remove(record)
-                        return record
-            return None
+            for record in queue:
+                if record.get("pinned"):
+                    queue.remove(record)
+                    return record
+        return None
+
+    def edited_prompt(self, prompt: str) -> str | None:
+        """The prompt a person wrote in place of ``prompt``, for the pinned
+        record just handed out for it (None when the prompt was not edited)."""
+        with self._lock:
+            edits = self._edits.get(prompt)
+            return edits.popleft() if edits else None
 
     def __bool__(self) -> bool:
         return any(self._by_prompt.values())
@@ -103,13 +122,19 @@ class ReplayBook:
         that don't say which cell they run, like nbclient)."""
         return self._by_source.get(source.strip())
 
-    def pin(self, cell_id: str, record_id: str, response: str) -> dict[str, Any] | None:
-        """Pin a person's response for one recorded sub-call; returns the record."""
+    def pin(self, cell_id: str, record_id: str, response: str,
+            edited_prompt: str | None = None) -> dict[str, Any] | None:
+        """Pin a person's response for one recorded sub-call (and the prompt
+        they wrote instead of the code's, if any); returns the record."""
         with self._lock:
             for record in self.cells.get(cell_id, []):
                 if record.get("id") == record_id:
                     record.update(response=response, pinned=True, status="done")
                     record.pop("error", None)
+                    if edited_prompt is None:
+                        record.pop("edited_prompt", None)
+                    else:
+                        record["edited_prompt"] = edited_prompt
                     return dict(record)
         return None
 
@@ -125,4 +150,26 @@ class ReplayBook:
             self.fresh += fresh
 
 
-__all__ = ["ReplayBook", "ReplayCursor"]
+def record_metadata(record: Any) -> dict[str, Any]:
+    """A sub-call's record for cell metadata, with the prompt a person wrote
+    in its place (``edited_prompt``; the hash stays the code's prompt's)."""
+    meta = record.as_metadata()
+    edited = getattr(record, "edited_prompt", None)
+    if edited is not None:
+        meta["edited_prompt"] = edited
+    return meta
+
+
+def note_edited_prompts(cursor: ReplayCursor | None, records: list[Any]) -> None:
+    """Give replayed records the prompt a person wrote for them, so their
+    view shows it and the cell's metadata keeps it."""
+    if cursor is None:
+        return
+    for record in records:
+        if record.replayed and record.pinned:
+            edited = cursor.edited_prompt(record.prompt)
+            if edited is not None:
+                record.edited_prompt = edited
+
+
+__all__ = ["ReplayBook", "ReplayCursor", "note_edited_prompts", "record_metadata"]

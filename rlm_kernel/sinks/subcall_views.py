@@ -3,10 +3,12 @@ cell that made it: a live widget in a kernel, markdown everywhere."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine.replay import note_edited_prompts
 from ..widgets.subcall import SubcallView
 from .base import Sink
 
@@ -34,10 +36,12 @@ class SubcallViewSink(Sink):
     are posted to ``thread`` (the kernel's main thread) and coalesced."""
 
     def __init__(self, thread: CallerThread | None = None, widgets: bool = False,
-                 pinner: Callable[[Run, SubcallRecord, str], None] | None = None) -> None:
+                 pinner: Callable[[Run, SubcallRecord, str, str | None], None] | None = None,
+                 asker: Callable[[SubcallRecord, str], concurrent.futures.Future[Any]] | None = None) -> None:
         self.thread = thread
         self.widgets = widgets and thread is not None
-        self.pinner = pinner  # lets a person edit and pin a response in the widget
+        self.pinner = pinner  # lets a person edit and pin a response (and its prompt) in the widget
+        self.asker = asker  # lets them send an edited prompt to the sub-model from the widget
         self._views: dict[str, SubcallView] = {}
         self._pending: set[int] = set()
         self._lock = threading.Lock()
@@ -45,9 +49,11 @@ class SubcallViewSink(Sink):
     def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
         if not records:
             return
+        note_edited_prompts(getattr(run, "replay_cursor", None), records)
         pin = self.pinner
         view = SubcallView(records, records[0].kind, widgets=self.widgets and run.depth == 0,
-                           pinner=None if pin is None else (lambda record, text: pin(run, record, text)))
+                           pinner=None if pin is None else (lambda record, text, prompt: pin(run, record, text, prompt)),
+                           asker=self.asker)
         with self._lock:
             for record in records:
                 self._views[record.id] = view

@@ -9,6 +9,7 @@ notebook reads well where widgets don't render.
 
 from __future__ import annotations
 
+import concurrent.futures
 import html
 import uuid
 from collections.abc import Callable
@@ -45,25 +46,30 @@ def _one_line(text: str | None, limit: int = 90) -> str:
 def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CHARS) -> str:
     """One call as an expandable HTML row (all text escaped: model output is untrusted)."""
     colour = _STATUS_COLOURS.get(record.status, "#888")
+    edited = getattr(record, "edited_prompt", None)
     latency = f"{record.latency_s:.2f} s" if record.latency_s is not None else "…"
     tokens = f"{record.prompt_tokens:,}+{record.completion_tokens:,} tok"
     flags = "".join(
         f" <span class='rlm-sc-flag rlm-sc-{name}' title='{tip}' style='font-size:85%;border:1px solid;"
         f"border-radius:3px;padding:0 3px'>{name}</span>"
         for name, tip, on in (("pinned", "a person edited this response and pinned it", record.pinned),
+                              ("prompt-edited", "a person rewrote this prompt", edited is not None),
                               ("replayed", "answered from the notebook, no model call", record.replayed))
         if on
     )
     summary = (
         f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{record.status}</span>{flags} "
         f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
-        f"<span class='rlm-sc-preview'>{html.escape(_one_line(record.prompt))}</span>"
+        f"<span class='rlm-sc-preview'>{html.escape(_one_line(edited if edited is not None else record.prompt))}</span>"
     )
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
+    prompt = edited if edited is not None else record.prompt
+    said = (f"edited by a person, {len(prompt):,} characters; the code's prompt has {len(record.prompt):,}"
+            if edited is not None else f"{len(prompt):,} characters")
     body = (
-        f"<div><b>Prompt</b> ({len(record.prompt):,} characters)</div>"
+        f"<div><b>Prompt</b> ({said})</div>"
         f"<pre class='rlm-sc-prompt' style='white-space:pre-wrap;max-height:16em;overflow:auto'>"
-        f"{html.escape(_clip(record.prompt, limit))}</pre>"
+        f"{html.escape(_clip(prompt, limit))}</pre>"
         f"<div><b>Response</b></div>"
         f"<pre class='rlm-sc-response' style='white-space:pre-wrap;max-height:16em;overflow:auto'>"
         f"{html.escape(_clip(answer, limit))}</pre>"
@@ -90,9 +96,11 @@ class SubcallView:
     """A live view of a group of sub-calls made by one helper call."""
 
     def __init__(self, records: list[SubcallRecord], kind: str, widgets: bool,
-                 pinner: Callable[[SubcallRecord, str], None] | None = None) -> None:
+                 pinner: Callable[[SubcallRecord, str, str | None], None] | None = None,
+                 asker: Callable[[SubcallRecord, str], concurrent.futures.Future[Any]] | None = None) -> None:
         self.records = records
-        self.pinner = pinner
+        self.pinner = pinner  # (record, response, prompt): pin a person's response, for their prompt
+        self.asker = asker  # (record, prompt): send a person's prompt to the record's sub-model now
         self.kind = kind  # llm | rlm
         self.batched = len(records) > 1 or bool(records and records[0].batch)
         self.display_id = uuid.uuid4().hex
@@ -152,7 +160,8 @@ class SubcallView:
             children.append(self._steps)
         if self.pinner is not None:
             self._edit_button = w.Button(description="Edit response…", icon="pencil",
-                                         tooltip="Edit a response and pin it: re-running the cell returns it",
+                                         tooltip="Edit a response (and, if you like, its prompt) and pin it: "
+                                                 "re-running the cell returns it",
                                          layout=w.Layout(width="auto", align_self="flex-start"))
             self._edit_button.add_class("rlm-sc-edit")
             self._edit_button.on_click(lambda _: self._open_editor())
@@ -195,7 +204,10 @@ class SubcallView:
 
     # -- editing and pinning ---------------------------------------------------
     def _open_editor(self) -> None:
-        """Show the editor (built on first use: a big batch stays light)."""
+        """Show the editor (built on first use: a big batch stays light): the
+        prompt and the response of one call, "Ask the model" (sends the
+        prompt as it is in the box to the sub-model now and puts its answer
+        in the response box) and "Pin response"."""
         import ipywidgets as w
 
         if self._editor.children:
@@ -205,33 +217,80 @@ class SubcallView:
             return
         self._choice = w.Dropdown(options=[(f"#{i + 1}: {_one_line(r.prompt, 60)}", r.id) for i, r in enumerate(done)],
                                   description="sub-call", layout=w.Layout(width="95%"))
-        self._text = w.Textarea(value=done[0].response or "", layout=w.Layout(width="95%", height="8em"))
-        self._text.add_class("rlm-sc-edit-text")
+        # classes given at creation travel in the widget's first message
+        first_edit = getattr(done[0], "edited_prompt", None)
+        self._prompt = w.Textarea(value=done[0].prompt if first_edit is None else first_edit,
+                                  layout=w.Layout(width="95%", height="6em"), _dom_classes=("rlm-sc-edit-prompt",))
+        self._text = w.Textarea(value=done[0].response or "", layout=w.Layout(width="95%", height="8em"),
+                                _dom_classes=("rlm-sc-edit-text",))
         self._pin_button = w.Button(description="Pin response", icon="thumb-tack", button_style="warning",
-                                    tooltip="Keep this response: re-running the cell returns it instead of a model call")
-        self._pin_button.add_class("rlm-sc-pin")
+                                    tooltip="Keep this response (and your prompt): re-running the cell returns it "
+                                            "instead of a model call", _dom_classes=("rlm-sc-pin",))
         self._pin_note = w.HTML()
         by_id = {r.id: r for r in done}
 
         def show(_: Any = None) -> None:
             record = by_id[self._choice.value]
+            edited = getattr(record, "edited_prompt", None)
+            self._prompt.value = edited if edited is not None else record.prompt
             self._text.value = record.response or ""
 
         self._choice.observe(show, names="value")
         self._pin_button.on_click(lambda _: self._pin(by_id[self._choice.value]))
-        show()
-        rows = [self._text, w.HBox([self._pin_button, self._pin_note])]
+        self._choice.value = done[0].id
+        buttons = [self._pin_button]
+        if self.asker is not None:
+            self._ask_button = w.Button(description="Ask the model", icon="paper-plane",
+                                        tooltip="Send the prompt above to the sub-model now; its answer fills the "
+                                                "response box (pin it to keep it)", _dom_classes=("rlm-sc-ask",))
+            self._ask_button.on_click(lambda _: self._ask(by_id[self._choice.value]))
+            buttons.insert(0, self._ask_button)
+        rows = [w.HTML("<b>Prompt</b>"), self._prompt, w.HTML("<b>Response</b>"), self._text,
+                w.HBox([*buttons, self._pin_note])]
         self._editor.children = ([self._choice] if len(done) > 1 else []) + rows
+
+    def _ask(self, record: SubcallRecord) -> None:
+        if self.asker is None:
+            return
+        prompt = self._prompt.value
+        self._ask_button.disabled = True
+        self._pin_note.value = f"<span class='rlm-sc-asking'>Asking {html.escape(record.model)}…</span>"
+        try:
+            future = self.asker(record, prompt)
+        except Exception as error:  # noqa: BLE001 - shown in the editor, like a failed call
+            self._asked(None, error)
+            return
+        future.add_done_callback(lambda done: self._asked(done, None))
+
+    def _asked(self, future: concurrent.futures.Future[Any] | None, error: BaseException | None) -> None:
+        """The model's answer to an edited prompt (on the engine's thread:
+        widget updates go out through the kernel's thread-safe iopub)."""
+        from ..errors import redact
+
+        if future is not None:
+            error = future.exception() if not future.cancelled() else RuntimeError("cancelled")
+        self._ask_button.disabled = False
+        if error is not None:
+            self._pin_note.value = (f"<span class='rlm-sc-ask-error'>The model call failed: "
+                                    f"{html.escape(redact(str(error)))}</span>")
+            return
+        assert future is not None
+        self._text.value = future.result().text
+        self._pin_note.value = ("<span class='rlm-sc-answered'>The model answered your prompt: "
+                                "check the response, then pin it.</span>")
 
     def _pin(self, record: SubcallRecord) -> None:
         if self.pinner is None:
             return
-        self.pinner(record, self._text.value)
+        prompt = self._prompt.value
+        self.pinner(record, self._text.value, prompt)
         self.mark(record)
         self.refresh()
+        edited = getattr(record, "edited_prompt", None) is not None
         self._pin_note.value = (
-            "<span class='rlm-sc-pinned-note'>Pinned: re-run the cell to use it "
-            "(saved in the cell's metadata).</span>"
+            "<span class='rlm-sc-pinned-note'>Pinned"
+            + (" with your prompt" if edited else "")
+            + ": re-run the cell to use it (saved in the cell's metadata).</span>"
         )
 
     def child_output(self, record_id: str) -> Any:
