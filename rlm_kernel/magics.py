@@ -18,7 +18,7 @@ USAGE = """\
 %rlm context PATH [PATH ...] [--encoding ENC]   load files (a file, several, a directory, a glob) as `context`
 %rlm context                                    describe the current `context`
 %%rlm [--model M] [--sub-model M] [...]         ask the question in the cell body (see %rlm help run)
-%rlm continue [--from CELL] [--old keep|remove] continue the run from a cell (default: the cell above)
+%rlm continue [--from CELL] [--old keep|remove] [--fresh]  continue the run from a cell (default: the cell above)
 %rlm replay on|off                              reuse recorded sub-call responses when cells re-run (default on)
 """
 
@@ -47,6 +47,8 @@ def _continue_parser() -> Any:
     parser.add_argument("--old", choices=("keep", "remove"), default="keep",
                         help="the old continuation's agent cells: keep them (marked superseded) or remove them")
     parser.add_argument("--approve", action="store_true", help="ask before each generated code cell runs")
+    parser.add_argument("--fresh", action="store_true",
+                        help="continue again even when this cell's continuation is in the notebook below")
     add_run_options(parser, defaults=False)
     return parser
 
@@ -156,8 +158,13 @@ class RLMMagics(Magics):
         if session is not None:
             session.kernel_loop = asyncio.get_running_loop()
         await _model_client_ready()
+        # the notebook as it is now: is this cell's run already below it?
+        cells = None
+        if session is not None and "--fresh" not in line.split():
+            here = ((self.shell.kernel.get_parent("shell") or {}).get("metadata") or {}).get("cellId")
+            cells = await session.cells_for_rerun(here, f"%%rlm {line}".rstrip() + "\n" + cell)
         try:
-            prepared = self._prepare(line, cell)
+            prepared = self._prepare(line, cell, cells=cells)
         except RLMError as error:
             raise UsageError(str(error)) from None
         if prepared is None:
@@ -180,11 +187,14 @@ class RLMMagics(Magics):
             prepared = await self._prepare_continue(line)
         except RLMError as error:
             raise UsageError(str(error)) from None
+        if prepared is None:
+            return
         run, finish = prepared
         finish(await run_here_async(run))
 
-    async def _prepare_continue(self, line: str) -> tuple[Any, Any]:
+    async def _prepare_continue(self, line: str) -> tuple[Any, Any] | None:
         from .engine.history import rebuild
+        from .takeover import cell_with_source, continuation_below
 
         args = _continue_parser().parse_args(shlex.split(line))
         session = self._session()
@@ -194,6 +204,16 @@ class RLMMagics(Magics):
         if not cells:
             raise RLMError("Continue needs the notebook's cells: open it in JupyterLab with the rlm-kernel "
                            "extension, or save it first.")
+        here = here or cell_with_source(cells, f"%rlm continue {line}".rstrip())
+        if not args.fresh:
+            made = continuation_below(cells, here)
+            if made is not None:
+                run_id, count, superseded = made
+                print(f"This cell's continuation of run {run_id} ({count} cell{'s' if count != 1 else ''}"
+                      f"{', since superseded' if superseded else ''}) is already in the notebook below: run those "
+                      "cells to replay it with its recorded sub-calls (Run All does). "
+                      "Add --fresh to ask the model again.")
+                return None
         upto = _cell_index(cells, args.from_cell, here)
         if "context" not in self.shell.user_ns:
             raise RLMError("No context yet: run the cell that loads `context` first.")
@@ -207,18 +227,28 @@ class RLMMagics(Magics):
                 session.send("delete_cells", cell_ids=old)
             else:
                 session.send("cell_metadata", cell_ids=old, rlm={"superseded": True})
+        # The new steps go right below this cell: move what lies between the
+        # chosen cell and this one (the old continuation, kept) below it, so
+        # the notebook reads: cells up to the chosen one, this cell, the new
+        # steps, then the old continuation.
+        between = _between(cells, upto, here, dropped=set(old) if args.old == "remove" else set())
+        if between:
+            session.send("move_cells", cell_ids=between, after_cell_id=here)
         settings = {**query_settings(rebuilt.options), **rlm_kwargs(args)}
         pins = sum(1 for c in cells[rebuilt.query_index + 1:upto + 1] if not _rlm_meta(c).get("superseded")
                    for r in _rlm_meta(c).get("subcalls") or [] if r.get("pinned"))
         print(f"Continuing run {rebuilt.run_id} from cell {upto} (step {rebuilt.next_step}; "
               f"{rebuilt.interventions} change{'s' if rebuilt.interventions != 1 else ''} by you; "
               + (f"{pins} pinned sub-call response{'s' if pins != 1 else ''}; " if pins else "") +
-              f"{len(old)} old cell{'s' if len(old) != 1 else ''} {'removed' if args.old == 'remove' else 'kept, marked superseded'}).")
+              f"{len(old)} old cell{'s' if len(old) != 1 else ''} {'removed' if args.old == 'remove' else 'kept, marked superseded'}"
+              + (f"; {len(between)} cell{'s' if len(between) != 1 else ''} moved below the new steps" if between else "")
+              + ").")
         return self._prepare("", rebuilt.query, settings=settings, approve=args.approve, continued=rebuilt,
                              anchor=here)
 
     def _prepare(self, line: str, cell: str, *, settings: dict[str, Any] | None = None, approve: bool = False,
-                 continued: Any = None, anchor: str | None = None) -> tuple[Any, Any] | None:
+                 continued: Any = None, anchor: str | None = None,
+                 cells: list[Any] | None = None) -> tuple[Any, Any] | None:
         from .api import RLM, context_cell
         from .engine.dispatch import CallerThread
         from .engine.execution import ShellExecutor
@@ -237,9 +267,8 @@ class RLMMagics(Magics):
         parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
         anchor = anchor or (parent.get("metadata") or {}).get("cellId")
         if session is not None and continued is None and not args.fresh:
-            recorded = session.recorded_run_below(anchor, f"%%rlm {line}".rstrip() + "\n" + cell)
+            recorded = session.recorded_run_below(cells, anchor, f"%%rlm {line}".rstrip() + "\n" + cell)
             if recorded is not None:
-                session.ran_anchors.add(anchor or cell.strip())
                 session.remember(rlm_kwargs(args))
                 print(f"The run of this cell ({recorded[0]}, {recorded[1]} cells) is already in the notebook below: "
                       "run those cells to replay it with its recorded sub-calls (Run All does). "
@@ -251,7 +280,8 @@ class RLMMagics(Magics):
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
         sinks: list[Any] = [SubcallViewSink(thread, widgets=kernel is not None and _have_widgets(),
-                                            pinner=None if session is None else session.pin)]
+                                            pinner=None if session is None else session.pin,
+                                            asker=None if session is None else session.ask)]
         if kernel is not None:
             from .kernel_exec import KernelExecutor
 
@@ -269,10 +299,11 @@ class RLMMagics(Magics):
         if session is not None:
             from .takeover import TakeoverSink
 
-            sinks.append(TakeoverSink(session, thread))
+            sinks.append(TakeoverSink(session, thread, continue_cell=anchor if continued is not None else None))
             session.remember(settings)
             session.active_run = run
-            session.ran_anchors.add(anchor or cell.strip())
+            if continued is None:
+                session.ran_here.add(anchor or (f"%%rlm {line}".rstrip() + "\n" + cell).strip())
         if kernel is not None:
             executor.run_id = run.run_id
         display_sink = DisplaySink(thread, status_only=live)
@@ -350,6 +381,15 @@ async def _fetch_source(session: Any, cell_id: str) -> str | None:
 
 def _rlm_meta(cell: Any) -> dict[str, Any]:
     return (cell.get("metadata") or {}).get("rlm") or {}
+
+
+def _between(cells: list[Any], upto: int, here: str | None, dropped: set[str]) -> list[str]:
+    """Ids of the cells after cell ``upto`` and before the continue cell
+    ``here`` (none when it is not below cell ``upto``), less ``dropped``."""
+    ids = [c.get("id") for c in cells]
+    if not here or here not in ids or ids.index(here) <= upto:
+        return []
+    return [i for i in ids[upto + 1:ids.index(here)] if i and i not in dropped]
 
 
 def _cell_index(cells: list[Any], wanted: str | None, here: str | None) -> int:

@@ -7,26 +7,32 @@ frontend sends, or from the saved file), so that
 - re-running a cell, or Run All on a saved RLM notebook, replays recorded
   sub-call responses instead of calling models;
 - a response a person edits and pins in a sub-call widget is returned to the
-  code from then on, and written into the cell's metadata;
+  code from then on, and written into the cell's metadata (with the prompt,
+  when they rewrote that too; "Ask the model" sends the rewritten prompt to
+  the sub-model at once, to fill the response box);
 - the sub-call helpers work in any cell a person runs, with widgets, and the
   sub-calls are recorded in that cell's metadata too.
 
 Ops to the frontend (see docs/live-protocol.md): ``cell_metadata`` merges
 ``rlm`` metadata into a cell, ``cell_source`` replaces a cell's source,
-``delete_cells`` removes cells, ``get_cells`` asks for the notebook's cells
-(answered by a ``cells`` op with the same ``request_id``).
+``delete_cells`` removes cells, ``move_cells`` moves cells (in order) to
+right after ``after_cell_id``, ``get_cells`` asks for the notebook's cells
+(answered by a ``cells`` op with the same ``request_id``). A
+``cell_metadata`` op of a cell's recorded sub-calls also carries the
+session's ``replay`` totals (``replayed``, ``fresh``) for the status bar.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .engine.replay import ReplayBook
+from .engine.replay import ReplayBook, record_metadata
 from .sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
 HELPERS = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "SHOW_VARS", "FINAL", "FINAL_VAR")
 AGENT_ROLES = ("thought", "code", "answer")
 CELLS_TIMEOUT_S = 5.0
+RERUN_CHECK_TIMEOUT_S = 2.0  # the extension answers in milliseconds; this only bounds a silent frontend
 
 
 def _meta(cell: Any) -> dict[str, Any]:
@@ -88,12 +95,22 @@ class _CellScope:
 
 
 class TakeoverSink(Sink):
-    """Added to every ``%%rlm`` run in the kernel: keeps the book up to date
-    and tells the frontend about cells a person edited at an approval."""
+    """Added to every ``%%rlm`` run in the kernel: keeps the book up to date,
+    tells the frontend about cells a person edited at an approval and, for
+    ``%rlm continue``, notes on the continue cell which continuation it made
+    (so running it again, as Run All does, finds it and asks no model)."""
 
-    def __init__(self, session: KernelSession, thread: Any) -> None:
+    def __init__(self, session: KernelSession, thread: Any, continue_cell: str | None = None) -> None:
         self.session = session
         self.thread = thread
+        self.continue_cell = continue_cell
+
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        if run.depth or not self.continue_cell or cell.metadata.get("rlm", {}).get("role") not in AGENT_ROLES:
+            return
+        mark = {"role": "continue", "run_id": run.run_id, "continuation": cell.id}
+        continue_cell, self.continue_cell = self.continue_cell, None
+        self.thread.post(lambda: self.session.send("cell_metadata", cell_id=continue_cell, rlm=mark))
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:
@@ -118,9 +135,10 @@ class KernelSession:
         self.channel = kernel.rlm_channel
         self.book = ReplayBook()
         self.cells: list[dict[str, Any]] | None = None  # the notebook as the frontend last sent it
+        self.frontend_sends_cells = False  # the page has sent its cells (it has the take-over side)
         self.settings: dict[str, Any] = {}  # the options of the last %%rlm run
         self.active_run: Run | None = None
-        self.ran_anchors: set[str] = set()  # %%rlm cells this kernel has run itself
+        self.ran_here: set[str] = set()  # %%rlm cells (ids, else sources) this kernel started runs for
         self.last_final: Any = None
         self._scope: _CellScope | None = None
         self._rlm: Any = None
@@ -157,9 +175,10 @@ class KernelSession:
 
     def _take_cells(self, cells: list[dict[str, Any]]) -> None:
         self.cells = cells
+        self.frontend_sends_cells = True
         self.book.load_cells(cells)
 
-    async def request_cells(self) -> list[dict[str, Any]] | None:
+    async def request_cells(self, timeout: float = CELLS_TIMEOUT_S) -> list[dict[str, Any]] | None:
         """The notebook's cells as they are now: from the frontend when it has
         the extension, else the saved file."""
         if self.channel.attached:
@@ -168,7 +187,7 @@ class KernelSession:
             self._requests[request_id] = future
             self.channel.send("get_cells", request_id=request_id)
             try:
-                return await asyncio.wait_for(future, CELLS_TIMEOUT_S)
+                return await asyncio.wait_for(future, timeout)
             except asyncio.TimeoutError:
                 self._requests.pop(request_id, None)
         cells = read_saved_cells()
@@ -248,7 +267,7 @@ class KernelSession:
         thread = CallerThread()
         thread.thread_id = threading.get_ident()
         tree = RunTree(rlm.llm, rlm.limits, rlm.root_endpoint, rlm.sub_endpoint)
-        views = SubcallViewSink(thread, widgets=True, pinner=self.pin)
+        views = SubcallViewSink(thread, widgets=True, pinner=self.pin, asker=self.ask)
         run = Run(tree, query="", context=self.shell.user_ns.get("context"),
                   executor=ShellExecutor(self.shell, passthrough=True), code_thread=thread,
                   sink=MultiSink(views), replay=self.book)
@@ -266,7 +285,7 @@ class KernelSession:
         thread.thread_id = None
         if not scope.records:
             return
-        records = [r.as_metadata() for r in scope.records]
+        records = [record_metadata(r) for r in scope.records]
         replayed = sum(1 for r in scope.records if r.replayed)
         fresh = len(records) - replayed
         self.book.count(replayed, fresh)
@@ -274,31 +293,57 @@ class KernelSession:
             self.book.set_cell(scope.cell_id, records, scope.source)
             self.send("cell_metadata", cell_id=scope.cell_id, rlm={"subcalls": records},
                       replay={"replayed": self.book.replayed, "fresh": self.book.fresh})
-        if replayed:
-            print(f"rlm: {replayed} sub-call{'s' if replayed != 1 else ''} replayed from the notebook, "
-                  f"{fresh} new (session: {self.book.replayed} replayed, {self.book.fresh} new)")
+        off = "" if self.book.enabled else " (replay is off)"
+        print(f"rlm: {replayed} sub-call{'s' if replayed != 1 else ''} replayed from the notebook, "
+              f"{fresh} new{off} (session: {self.book.replayed} replayed, {self.book.fresh} new)")
 
     # -- pins ---------------------------------------------------------------------
-    def pin(self, run: Run, record: SubcallRecord, response: str) -> None:
-        """A person edited ``record``'s response in its widget and pinned it."""
+    def pin(self, run: Run, record: SubcallRecord, response: str, prompt: str | None = None) -> None:
+        """A person edited ``record``'s response (and perhaps its prompt) in
+        its widget and pinned it. The record keeps matching the prompt the
+        code sends; a rewritten prompt is kept beside it as ``edited_prompt``."""
         cell_id = getattr(record, "cell_id", None)
+        edited = None if prompt is None or prompt == record.prompt else prompt
         record.response, record.pinned, record.status, record.error = response, True, "done", None
+        record.edited_prompt = edited  # type: ignore[attr-defined]
         if not cell_id:
             return
         records = self.book.cells.get(cell_id)
-        if records is None or self.book.pin(cell_id, record.id, response) is None:
-            records = (records or []) + [record.as_metadata()]
+        if records is None or self.book.pin(cell_id, record.id, response, edited) is None:
+            records = (records or []) + [record_metadata(record)]
             self.book.set_cell(cell_id, records)
         self.send("cell_metadata", cell_id=cell_id, rlm={"subcalls": self.book.cells[cell_id]})
 
+    def ask(self, record: SubcallRecord, prompt: str) -> concurrent.futures.Future[Any]:
+        """Send a prompt a person wrote in a sub-call's editor to that call's
+        sub-model, now, outside any run (its answer fills the editor; nothing
+        is pinned until they pin it). A future of the completion."""
+        from .engine.dispatch import submit
+        from .engine.llm import ModelEndpoint
+
+        rlm = self.rlm()
+        base = rlm.sub_endpoint
+        endpoint = base if record.model in ("", base.model) else ModelEndpoint(record.model, base.api_base,
+                                                                               base.api_key)
+        return submit(rlm.llm.complete(endpoint, [{"role": "user", "content": prompt}]))
+
     # -- %%rlm re-run of a recorded run ---------------------------------------------
-    def recorded_run_below(self, cell_id: str | None, source: str) -> tuple[str, int] | None:
-        """(run id, number of cells) when the notebook already holds the run of
-        this ``%%rlm`` cell right below it and this kernel has not run it."""
-        key = cell_id or source.strip()
-        if key in self.ran_anchors:
+    async def cells_for_rerun(self, cell_id: str | None, source: str) -> list[dict[str, Any]] | None:
+        """The notebook's cells as they are now, when a run of this ``%%rlm``
+        cell may be below it (this kernel ran it, or the notebook as last
+        seen has one); None, without asking the page, when there is none."""
+        ran = (cell_id or source.strip()) in self.ran_here
+        if not ran and self.recorded_run_below(self.known_cells(), cell_id, source) is None:
             return None
-        cells = self.known_cells()
+        if self.channel.attached and not self.frontend_sends_cells:
+            return read_saved_cells()  # a page that never sent its cells won't now
+        return await self.request_cells(RERUN_CHECK_TIMEOUT_S)
+
+    def recorded_run_below(self, cells: list[dict[str, Any]] | None, cell_id: str | None,
+                           source: str) -> tuple[str, int] | None:
+        """(run id, number of cells) when the notebook (``cells``, as it is
+        now) holds a run of this ``%%rlm`` cell right below it: the newest
+        one, as a run's cells go right below its query cell."""
         if not cells:
             return None
         index = _find(cells, cell_id, source)
@@ -315,6 +360,30 @@ class KernelSession:
                 break
             count += 1
         return (run_id, count) if run_id and count else None
+
+
+def continuation_below(cells: list[dict[str, Any]], cell_id: str | None) -> tuple[str, int, bool] | None:
+    """(run id, number of cells, superseded) when the continuation that the
+    ``%rlm continue`` cell ``cell_id`` made is in the notebook below it."""
+    index = _find(cells, cell_id, "") if cell_id else None
+    if index is None:
+        return None
+    mark = _meta(cells[index])
+    first, run_id = mark.get("continuation"), mark.get("run_id")
+    if not first or not run_id:
+        return None
+    for start in range(index + 1, len(cells)):
+        if cells[start].get("id") == first:
+            break
+    else:
+        return None
+    count = 0
+    for cell in cells[start:]:
+        meta = _meta(cell)
+        if meta.get("role") not in AGENT_ROLES or meta.get("run_id") != run_id:
+            break
+        count += 1
+    return run_id, count, bool(_meta(cells[start]).get("superseded"))
 
 
 class _CellHelpers:
@@ -360,10 +429,21 @@ def _find(cells: list[dict[str, Any]], cell_id: str | None, source: str) -> int 
             if cell.get("id") == cell_id:
                 return index
     wanted = source.strip()
+    if not wanted:
+        return None
     for index, cell in enumerate(cells):
         if _source(cell).strip() == wanted:
             return index
     return None
 
 
-__all__ = ["KernelSession", "TakeoverSink", "saved_notebook_path", "read_saved_cells"]
+def cell_with_source(cells: list[dict[str, Any]], source: str) -> str | None:
+    """The id of the one cell with this source (for clients that don't say
+    which cell they run, like nbclient); None when there are none or several."""
+    wanted = source.strip()
+    found = [c.get("id") for c in cells if _source(c).strip() == wanted]
+    return found[0] if len(found) == 1 else None
+
+
+__all__ = ["KernelSession", "TakeoverSink", "cell_with_source", "continuation_below", "read_saved_cells",
+           "saved_notebook_path"]

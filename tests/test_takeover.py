@@ -123,6 +123,9 @@ def test_person_cell_subcalls_are_recorded_then_replayed(frontend):
         assert reply["status"] == "ok", reply
         assert "got sub says: HELLO THERE" in texts(messages, "stream")
         assert len(server.calls("sub-model")) == 1
+        # a cell with only new calls says so too
+        assert "rlm: 0 sub-calls replayed from the notebook, 1 new (session: 0 replayed, 1 new)" in texts(
+            messages, "stream")
         recorded = frontend.ops_named("cell_metadata")[-1]
         assert recorded["cell_id"] == "h1"
         [record] = recorded["rlm"]["subcalls"]
@@ -140,8 +143,11 @@ def test_person_cell_subcalls_are_recorded_then_replayed(frontend):
         assert len(server.calls("sub-model")) == 2
         frontend.execute("%rlm replay off")
         frontend.run_cell(code, "h2")
-        frontend.run_cell(code, "h2")
+        _, messages = frontend.run_cell(code, "h2")
         assert len(server.calls("sub-model")) == 4
+        assert "0 sub-calls replayed from the notebook, 1 new (replay is off)" in texts(messages, "stream")
+        # the session's totals go to the frontend (its status bar) with the cell's records
+        assert frontend.ops_named("cell_metadata")[-1]["replay"] == {"replayed": 1, "fresh": 4}
 
 
 def _widget_models(messages: list[dict]) -> dict[str, dict[str, Any]]:
@@ -158,6 +164,25 @@ def _click(kernel: Frontend, comm_id: str) -> list[dict]:
     kernel.kc.shell_channel.send(msg)
     _, messages = kernel.execute("pass")
     return messages
+
+
+def _by_class(models: dict[str, dict[str, Any]], name: str) -> str:
+    [comm_id] = [cid for cid, s in models.items() if name in (s.get("_dom_classes") or [])]
+    return comm_id
+
+
+def _wait_for_value(kernel: Frontend, comm_id: str, messages: list[dict], timeout: float = 30) -> str:
+    """The next value the kernel sets on a widget (from any thread), in
+    ``messages`` or in the messages that follow."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for msg in messages:
+            data = msg["content"].get("data") or {}
+            if (msg["msg_type"] == "comm_msg" and msg["content"].get("comm_id") == comm_id
+                    and "value" in (data.get("state") or {})):
+                return data["state"]["value"]
+        _, messages = kernel.execute("import time; time.sleep(0.05)")
+    raise AssertionError("the widget's value was not updated")
 
 
 def _set_value(kernel: Frontend, comm_id: str, value: str) -> None:
@@ -178,7 +203,7 @@ def test_pinned_response_from_the_widget_is_returned_on_rerun(frontend):
         models = _widget_models(messages)
         [edit] = [cid for cid, s in models.items() if s.get("description") == "Edit response…"]
         shown = _widget_models(_click(frontend, edit))
-        [text] = [cid for cid, s in shown.items() if s.get("_model_name") == "TextareaModel"]
+        text = _by_class(shown, "rlm-sc-edit-text")
         [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
         assert shown[text]["value"] == "sub says: CAPITAL OF FRANCE?"
         _set_value(frontend, text, "Paris (edited by a person)")
@@ -195,6 +220,62 @@ def test_pinned_response_from_the_widget_is_returned_on_rerun(frontend):
         reply, messages = frontend.run_cell(code, "p1")
         assert "answer is Paris (edited by a person)" in texts(messages, "stream")
         assert len(server.calls("sub-model")) == 1
+
+
+def test_edit_the_prompt_ask_the_model_and_pin(frontend):
+    """The editor shows the prompt too: "Ask the model" sends the edited
+    prompt to the sub-model at once and fills the response box; "Pin
+    response" pins it with the edited prompt beside the original prompt's
+    hash, so re-running the cell (whose code still sends the original
+    prompt) returns it without a model call. A hand-written response for an
+    edited prompt pins the same way."""
+    from rlm_kernel.engine.subcalls import prompt_hash
+
+    with ScriptedServer(Router({}, sub=_sub_answers)) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'x'")
+        code = "r = llm_query('capital of france?')\nprint('answer is', r)"
+        reply, messages = frontend.run_cell(code, "e1")
+        assert reply["status"] == "ok"
+        [edit] = [cid for cid, s in _widget_models(messages).items() if s.get("description") == "Edit response…"]
+        shown = _widget_models(_click(frontend, edit))
+        prompt, text = _by_class(shown, "rlm-sc-edit-prompt"), _by_class(shown, "rlm-sc-edit-text")
+        [ask] = [cid for cid, s in shown.items() if s.get("description") == "Ask the model"]
+        [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
+        assert shown[prompt]["value"] == "capital of france?"
+
+        _set_value(frontend, prompt, "capital of italy?")
+        assert _wait_for_value(frontend, text, _click(frontend, ask)) == "sub says: CAPITAL OF ITALY?"
+        assert [c["messages"][0]["content"] for c in server.calls("sub-model")] == [
+            "capital of france?", "capital of italy?"]
+        _click(frontend, pin)
+        [record] = frontend.ops_named("cell_metadata")[-1]["rlm"]["subcalls"]
+        assert record["pinned"] is True and record["response"] == "sub says: CAPITAL OF ITALY?"
+        assert record["edited_prompt"] == "capital of italy?"
+        assert record["prompt_hash"] == prompt_hash("openai/sub-model", "capital of france?")
+
+        reply, messages = frontend.run_cell(code, "e1")
+        assert "answer is sub says: CAPITAL OF ITALY?" in texts(messages, "stream")
+        assert len(server.calls("sub-model")) == 2, "re-running the cell called the model"
+        [record] = frontend.ops_named("cell_metadata")[-1]["rlm"]["subcalls"]
+        assert record["edited_prompt"] == "capital of italy?" and record["replayed"] is True
+
+        # the re-run's editor starts from the edited prompt; a hand-written response pins too
+        [edit] = [cid for cid, s in _widget_models(messages).items() if s.get("description") == "Edit response…"]
+        shown = _widget_models(_click(frontend, edit))
+        prompt, text = _by_class(shown, "rlm-sc-edit-prompt"), _by_class(shown, "rlm-sc-edit-text")
+        [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
+        assert shown[prompt]["value"] == "capital of italy?"
+        _set_value(frontend, prompt, "capital of spain?")
+        _set_value(frontend, text, "Madrid (written by a person)")
+        _click(frontend, pin)
+        [record] = frontend.ops_named("cell_metadata")[-1]["rlm"]["subcalls"]
+        assert record["edited_prompt"] == "capital of spain?" and record["response"] == "Madrid (written by a person)"
+        frontend.execute("%rlm replay off")
+        reply, messages = frontend.run_cell(code, "e1")
+        assert "answer is Madrid (written by a person)" in texts(messages, "stream")
+        assert len(server.calls("sub-model")) == 2
 
 
 def _headless_notebook(server: ScriptedServer, tmp_path: Path) -> Path:
@@ -235,6 +316,157 @@ def test_run_all_on_a_saved_notebook_makes_no_model_calls(tmp_path):
         assert "already in the notebook below" in outputs
         assert "sub says: JOIN:" in outputs
         assert "replayed from the notebook" in outputs
+
+
+def test_run_all_twice_in_one_kernel_makes_no_model_calls(tmp_path):
+    """Run All, then Run All again in the same kernel (nbclient, then as
+    JupyterLab does it): the %%rlm cell finds its run below it both times,
+    and every sub-call replays."""
+    from nbclient import NotebookClient
+
+    script = Router({"root-model": [
+        repl("summary = llm_query('sum up: ' + context[:30])\nprint(summary)"),
+        "FINAL_VAR(summary)",
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        path = _headless_notebook(server, tmp_path)
+        made = len(server.requests)
+        env = {**kernel_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
+        said = []
+        with client.setup_kernel(env=env):
+            for _ in range(2):
+                for index, cell in enumerate(nb.cells):
+                    if cell.cell_type == "code":
+                        client.execute_cell(cell, index)
+                said.append("".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                                    for o in c.get("outputs", [])))
+                assert len(server.requests) == made, f"Run All #{len(said)} called a model"
+        for outputs in said:
+            assert "already in the notebook below" in outputs
+            assert "1 sub-call replayed from the notebook, 0 new" in outputs
+
+        # the same from JupyterLab, whose requests name their cells
+        cells = [dict(c) for c in nbformat.read(path, as_version=4).cells]
+        kernel = Frontend(tmp_path, env=env)
+        try:
+            kernel.hello(cells)
+
+            def answer(op: dict[str, Any]) -> None:
+                if op.get("op") == "get_cells":
+                    kernel.send_op("cells", request_id=op["request_id"], cells=cells)
+
+            for round_ in (1, 2):
+                said = ""
+                for cell in cells:
+                    if cell["cell_type"] == "code":
+                        reply, messages = kernel.run_cell(cell["source"], cell["id"], on_op=answer)
+                        assert reply["status"] == "ok", reply
+                        said += texts(messages, "stream")
+                assert len(server.requests) == made, f"Run All #{round_} in JupyterLab called a model"
+                assert "already in the notebook below" in said and "replayed from the notebook" in said
+        finally:
+            kernel.shutdown()
+
+
+def _cells_as_the_frontend_has_them(frontend: Frontend, before: list[dict[str, Any]],
+                                    anchor: str) -> list[dict[str, Any]]:
+    """``before`` with the ops applied as the labextension applies them: new
+    cells inserted after the anchor (each after the previous), their final
+    metadata, metadata merges, deletions and moves."""
+    cells = [dict(c, metadata=dict(c.get("metadata") or {})) for c in before]
+    last = anchor
+    finished = {o["cell_id"]: o for o in frontend.ops_named("cell_finished")}
+    for op in frontend.ops:
+        ids = [c["id"] for c in cells]
+        if op.get("op") == "insert_cell" and op["cell"]["id"] not in ids:
+            cell = dict(op["cell"], outputs=[])
+            if cell["id"] in finished:
+                cell["metadata"] = {"rlm": finished[cell["id"]]["metadata"]}
+                cell["execution_count"] = finished[cell["id"]]["execution_count"]
+            after = last if op["after_cell_id"] is None else op["after_cell_id"]
+            cells.insert(ids.index(after) + 1, cell)
+            last = cell["id"]
+        elif op.get("op") == "cell_metadata":
+            for cell in cells:
+                if cell["id"] in (op.get("cell_ids") or [op.get("cell_id")]):
+                    cell["metadata"] = {**cell["metadata"], "rlm": {**cell["metadata"].get("rlm", {}), **op["rlm"]}}
+        elif op.get("op") == "delete_cells":
+            cells = [c for c in cells if c["id"] not in op["cell_ids"]]
+        elif op.get("op") == "move_cells":
+            after = op["after_cell_id"]
+            for cell_id in op["cell_ids"]:
+                cell = next(c for c in cells if c["id"] == cell_id)
+                cells.remove(cell)
+                cells.insert([c["id"] for c in cells].index(after) + 1, cell)
+                after = cell_id
+    return cells
+
+
+def test_continue_typed_elsewhere_moves_the_old_steps_below_and_runs_once(frontend):
+    """``%rlm continue --from X`` typed at the end of the notebook: the cells
+    between X and it (the old continuation, kept) are moved below it, so the
+    new steps sit between X and the old ones; running the continue cell again
+    (Run All) finds its continuation below and asks no model; --fresh does."""
+    script = Router({"root-model": [
+        repl("x = 1\nprint('x is', x)"),
+        repl("print('old step two')"),
+        "FINAL(old answer)",
+        repl("print('new step')"),
+        "FINAL(new answer)",
+        "FINAL(fresh answer)",
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        frontend.hello([])
+        frontend.execute(_settings(server))
+        frontend.execute("context = 'numbers'")
+        query = {"id": "q1", "cell_type": "code", "source": "%%rlm\nWhat is x?", "metadata": {}, "outputs": []}
+        reply, _ = frontend.run_cell(query["source"], "q1")
+        assert reply["status"] == "ok", reply
+        cells = _cells_as_the_frontend_has_them(frontend, [query], "q1")
+        first_code = next(c["id"] for c in cells if c["metadata"].get("rlm", {}).get("role") == "code")
+        old = [c["id"] for c in cells[[c["id"] for c in cells].index(first_code) + 1:]]
+        assert len(old) == 3  # step 2's code, the final step's thought, the answer
+        note = {"id": "note", "cell_type": "markdown", "source": "A note at the end.", "metadata": {}}
+        cont = {"id": "cont", "cell_type": "code", "source": f"%rlm continue --from {first_code}",
+                "metadata": {}, "outputs": []}
+        cells += [note, cont]
+        frontend.ops.clear()
+        box = {"cells": cells}
+
+        def answer(op: dict[str, Any]) -> None:
+            if op.get("op") == "get_cells":
+                frontend.send_op("cells", request_id=op["request_id"], cells=box["cells"])
+
+        roots = len(server.calls("root-model"))
+        reply, messages = frontend.run_cell(cont["source"], "cont", on_op=answer)
+        assert reply["status"] == "ok", (reply, texts(messages, "stream", "error"))
+        assert len(server.calls("root-model")) == roots + 2
+        assert "3 old cells kept, marked superseded; 4 cells moved below the new steps" in texts(messages, "stream")
+        [move] = frontend.ops_named("move_cells")
+        assert move["cell_ids"] == [*old, "note"] and move["after_cell_id"] == "cont"
+        after = _cells_as_the_frontend_has_them(frontend, cells, "cont")
+        ids = [c["id"] for c in after]
+        new = [c["id"] for c in after if c["id"] not in [x["id"] for x in cells]]
+        assert ids == ["q1", *ids[1:ids.index(first_code) + 1], "cont", *new, *old, "note"], ids
+        assert after[ids.index(new[-1])]["metadata"]["rlm"]["role"] == "answer"
+        assert all(after[ids.index(i)]["metadata"]["rlm"].get("superseded") for i in old)
+        assert after[ids.index("cont")]["metadata"]["rlm"]["continuation"] == new[0]
+
+        # Run All runs the continue cell again: its continuation is below, no model is asked
+        box["cells"] = after
+        frontend.ops.clear()
+        reply, messages = frontend.run_cell(cont["source"], "cont", on_op=answer)
+        assert reply["status"] == "ok"
+        assert "already in the notebook below" in texts(messages, "stream")
+        assert len(server.calls("root-model")) == roots + 2, "running the continue cell again asked the model"
+        assert not frontend.ops_named("cell_metadata") and not frontend.ops_named("move_cells")
+
+        # --fresh continues again
+        reply, messages = frontend.run_cell(cont["source"] + " --fresh", "cont", on_op=answer)
+        assert reply["status"] == "ok"
+        assert len(server.calls("root-model")) == roots + 3
 
 
 def test_continue_from_here_rebuilds_history_with_the_persons_edits(frontend):
@@ -374,27 +606,43 @@ def _collect_until_idle(kernel: Frontend, msg_id: str, on_op: Any, timeout: floa
 
 
 def test_pins_survive_a_kernel_restart_through_the_notebook(tmp_path):
-    """A new kernel learns the notebook's recorded sub-calls and pins from the
-    page (it asks for the cells after hello), so a pin made before a restart
-    still answers, and no model is called."""
+    """Pin in the widget, save the notebook as the frontend would (its cells
+    with the metadata the kernel sent), restart the kernel: the new kernel
+    learns the pin from the page (hello with the cells) and returns it, with
+    replay off, without a model call."""
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        kernel = Frontend(tmp_path)
+        env = {**kernel_env(), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        kernel = Frontend(tmp_path, env=env)
         try:
-            kernel.hello()
-            asks = [o for o in kernel.ops_named("get_cells") if o.get("request_id") == "hello"]
-            assert asks, "the kernel did not ask for the notebook's cells after hello"
-            from rlm_kernel.engine.subcalls import prompt_hash
+            kernel.hello([])
+            kernel.execute(_settings(server))
+            code = "print(llm_query('what colour?'))"
+            _, messages = kernel.run_cell(code, "c1")
+            [edit] = [cid for cid, s in _widget_models(messages).items() if s.get("description") == "Edit response…"]
+            shown = _widget_models(_click(kernel, edit))
+            [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
+            _set_value(kernel, _by_class(shown, "rlm-sc-edit-text"), "a pinned blue")
+            _click(kernel, pin)
+            metadata = kernel.ops_named("cell_metadata")[-1]
+            assert metadata["cell_id"] == "c1"
+            path = tmp_path / "pinned.ipynb"
+            nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code, id="c1",
+                                                                           metadata={"rlm": metadata["rlm"]})])
+            nbformat.write(nb, path)
+            assert len(server.calls("sub-model")) == 1
 
-            record = {"id": "1", "model": "openai/sub-model", "status": "done", "pinned": True,
-                      "prompt_hash": prompt_hash("openai/sub-model", "what colour?"), "response": "a pinned blue"}
-            cells = [{"id": "c1", "cell_type": "code", "source": "print(llm_query('what colour?'))",
-                      "metadata": {"rlm": {"subcalls": [record]}}, "outputs": []}]
-            kernel.send_op("cells", request_id="hello", cells=cells)
+            pid = kernel.km.provisioner.process.pid
+            kernel.km.restart_kernel(now=True)
+            kernel.kc.wait_for_ready(timeout=TIMEOUT)
+            assert kernel.km.provisioner.process.pid != pid, "the kernel did not restart"
+            kernel.ops.clear()
+            kernel.hello([dict(c) for c in nbformat.read(path, as_version=4).cells])
             kernel.execute(_settings(server))
             kernel.execute("%rlm replay off")
-            reply, messages = kernel.run_cell(cells[0]["source"], "c1")
+            reply, messages = kernel.run_cell(code, "c1")
             assert reply["status"] == "ok"
             assert "a pinned blue" in texts(messages, "stream")
-            assert server.calls("sub-model") == []
+            assert "1 sub-call replayed from the notebook, 0 new (replay is off)" in texts(messages, "stream")
+            assert len(server.calls("sub-model")) == 1
         finally:
             kernel.shutdown()
