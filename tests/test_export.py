@@ -500,3 +500,10 @@ def test_exports_hold_no_secrets(made, tmp_path, monkeypatch):
         assert "printed by the code" in text and "typed by a person" in text, fmt
         assert key not in text and env_secret not in text and "api_key" not in text
         assert GEMINI_KEY not in text and "AIza<redacted>" in text, fmt
+
+
+def test_a_prompt_kept_as_a_preview_says_how_much_is_missing_in_plain_english():
+    from rlm_kernel.export.runs import prompt_shown
+
+    assert prompt_shown({"prompt_preview": "abc", "prompt_chars": 4}).startswith("abc… [1 more character;")
+    assert prompt_shown({"prompt_preview": "abc", "prompt_chars": 1003}).startswith("abc… [1,000 more characters;")

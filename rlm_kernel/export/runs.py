@@ -322,7 +322,7 @@ def prompt_shown(record: dict[str, Any]) -> str:
         return whole
     preview = record.get("prompt_preview") or ""
     rest = int(record.get("prompt_chars") or 0) - len(preview)
-    return f"{preview}… [{rest:,} more characters; the notebook keeps a preview of each sub-call prompt]"
+    return f"{preview}… [{count(rest, 'more character')}; the notebook keeps a preview of each sub-call prompt]"
 
 
 def read_runs(nb: Any, notebook: str) -> list[RunView]:
