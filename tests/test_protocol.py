@@ -161,3 +161,10 @@ def test_cell_capture_keeps_output_order_and_errors():
     assert [o["output_type"] for o in outputs] == ["stream", "display_data", "stream", "error"]
     view, _ = capture.model_view(10_000)
     assert view.index("one") < view.index("shown") < view.index("two") < view.index("ValueError: bad")
+
+
+def test_feedback_counts_characters_in_the_singular_and_plural() -> None:
+    from rlm_kernel.engine.protocol import cell_feedback
+
+    assert "(1 character)" in cell_feedback(3, "ok", "x", 1)
+    assert "(1,200 characters)" in cell_feedback(3, "ok", "x" * 10, 1200)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .._words import plural
+
 CODE_LANGS = frozenset({"repl", "python", "py", "python3", "ipython"})
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)[^\n]*$")
@@ -126,4 +128,4 @@ def cell_feedback(execution_count: int | None, status: str, view: str, chars: in
     if not view.strip():
         return f"{label} ran with no output." if status == "ok" else f"{label} failed with no output."
     state = "raised an error" if status == "error" else "output"
-    return f"{label} {state} ({chars:,} characters):\n{view.rstrip()}"
+    return f"{label} {state} ({plural(chars, 'character')}):\n{view.rstrip()}"

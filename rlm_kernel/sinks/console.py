@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING, Any
 
+from .._words import plural
 from .base import Sink
 from .display import status_line
 
@@ -30,7 +31,7 @@ class ConsoleSink(Sink):
         meta = cell.metadata.get("rlm", {})
         first = cell.source.strip().splitlines()[0][:70] if cell.source.strip() else ""
         calls = len(meta.get("subcalls", []))
-        extra = f", {calls} sub-calls" if calls else ""
+        extra = f", {plural(calls, 'sub-call')}" if calls else ""
         self._say(f"  step {meta.get('step')}: [{meta.get('status')}{extra}] {first}")
 
     def run_ended(self, run: Run, result: RunResult) -> None:
