@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
 from .errors import RLMError, redact
 from .options import add_run_options, new_parser, rlm_kwargs
 
-EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+RUN_EXIT_CODES = ("exit status: 0 when the run ended with a final answer, 1 when it ended without one, "
+                  "2 for a usage error (an option, path, model or key), 130 when Ctrl-C interrupted it.")
 
 
 def _parser() -> Any:
@@ -19,7 +23,7 @@ def _parser() -> Any:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(
         "run", help="run an RLM headless and write its trajectory notebook",
-        description="Run an RLM on files and write the trajectory as a notebook.",
+        description="Run an RLM on files and write the trajectory as a notebook.", epilog=RUN_EXIT_CODES,
     )
     run.add_argument("--context", action="append", default=[], metavar="PATH",
                      help="file, directory or glob to load as `context` (repeatable)")
@@ -71,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "run":
-            return _run(args)
+            with _CtrlC() as args.ctrl_c:
+                return _run(args)
         if args.command == "lab":
             return _lab(args)
         if args.command == "export":
@@ -89,7 +94,36 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("rlm-kernel: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+class _CtrlC:
+    """Counts the SIGINTs that reach the process from outside (the engine
+    sends some itself to stop a timed-out cell), so that a run that ended as
+    interrupted exits 130 only when someone pressed Ctrl-C (not when they
+    chose "stop" at an approval prompt)."""
+
+    def __enter__(self) -> _CtrlC:
+        from .engine.dispatch import sigints_sent
+
+        self._received, self._sent = 0, sigints_sent()
+        self._saved = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self._received += 1
+        raise KeyboardInterrupt
+
+    def pressed(self) -> bool:
+        from .engine.dispatch import sigints_sent
+
+        return self._received > sigints_sent() - self._sent
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
 
 
 def _run(args: Any) -> int:
@@ -168,7 +202,12 @@ def _report(args: Any, result: Any) -> int:
     else:
         print(f"rlm-kernel: the run ended without an answer (reason: {result.reason})"
               + (f": {result.error}" if result.error else ""), file=sys.stderr)
-    return EXIT_OK if result.reason == "final" else EXIT_NO_ANSWER
+    if result.reason == "final":
+        return EXIT_OK
+    ctrl_c = getattr(args, "ctrl_c", None)
+    if result.reason == "interrupted" and ctrl_c is not None and ctrl_c.pressed():
+        return EXIT_INTERRUPTED
+    return EXIT_NO_ANSWER
 
 
 def _lab(args: Any) -> int:

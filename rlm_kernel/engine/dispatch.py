@@ -5,7 +5,17 @@ The run loop and every model call live on one background asyncio loop (the
 caller's thread stays free. Generated code runs on a *code thread*: for a
 root run, the thread that started it (the kernel's main thread in Jupyter,
 so the Interrupt button and widgets behave as for a human cell); for a child
-run (rlm_query), a thread of its own.
+run (rlm_query), a daemon thread of its own.
+
+Stopping a run stops its whole tree: a parent that is interrupted cancels
+its children's tasks, and a cancelled child interrupts the code running on
+its thread (an asynchronous KeyboardInterrupt). That exception lands only
+between bytecodes, so a ``time.sleep`` in a child's code would finish first:
+while a child thread exists, ``time.sleep`` is wrapped so that a sleep on a
+child's thread wakes at once when the child is stopped (every other thread
+sleeps as before). Any other blocking C call in a child's code (a socket
+read, a lock without timeout) finishes its current call before the code
+stops; the thread is a daemon, so it never keeps the process alive.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ import ctypes
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -90,12 +101,28 @@ class CodeThread:
             return
         if tid == threading.main_thread().ident:
             # A real signal also wakes sleeps and waits; the handler runs on the main thread.
+            global _sigints_sent
+            _sigints_sent += 1
             signal.pthread_kill(tid, signal.SIGINT)
         else:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt))
 
+    def wait(self, future: concurrent.futures.Future[T]) -> T:
+        """Block the code on an engine-loop future (a sub-call); an interrupt cancels it."""
+        __tracebackhide__ = True
+        return wait_interruptibly(future)
+
     def close(self) -> None:
         pass
+
+
+_sigints_sent = 0
+
+
+def sigints_sent() -> int:
+    """How many SIGINTs the engine sent to the main thread itself (cell
+    timeouts), so that a caller counting SIGINTs can tell them from a user's Ctrl-C."""
+    return _sigints_sent
 
 
 _STOP = object()
@@ -234,20 +261,160 @@ class _default_sigint:  # noqa: N801
 
 
 class WorkerThread(CodeThread):
-    """A thread of its own (child runs)."""
+    """A daemon thread of its own (child runs), started with the first job.
+
+    :meth:`interrupt` raises KeyboardInterrupt in the job running now, also
+    inside a ``time.sleep`` or a sub-call wait; :meth:`close` (the child run
+    ended, maybe cancelled) also interrupts a job still running, and makes
+    every later sleep or wait of that job raise at once."""
 
     def __init__(self, name: str) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.name = name
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._current: concurrent.futures.Future[Any] | None = None  # the job running now
+        self._job: list[Any] | None = None  # [future, ok, value] of the job being run or booked
+        self._waiting = False  # the job is blocked in wait_until
+        self._woken = False  # an interrupt for that wait
+        self._closing = False
 
     async def run(self, fn: Callable[[], T]) -> T:
-        def call() -> T:
-            self.thread_id = threading.get_ident()
-            try:
-                return fn()
-            finally:
-                self.thread_id = None
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._cond:
+            if self._thread is None:
+                _install_sleep()
+                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+                self._thread.start()
+        self._jobs.put((fn, future))
+        return await asyncio.wrap_future(future)
 
-        return await asyncio.wrap_future(self._pool.submit(call))
+    # An asynchronous KeyboardInterrupt may land at any bytecode of the job's
+    # thread until the job's end is booked, so the bookkeeping can be cut short
+    # and picked up again; every job's future is resolved exactly once.
+
+    def _serve(self) -> None:
+        self.thread_id = threading.get_ident()
+        _workers[self.thread_id] = self
+        try:
+            while True:
+                try:
+                    if self._serve_one():
+                        return
+                except KeyboardInterrupt:
+                    pass  # landed in the bookkeeping: _serve_one finishes the job
+        finally:
+            _workers.pop(self.thread_id, None)
+            self.thread_id = None
+
+    def _serve_one(self) -> bool:
+        """Run the next job; True when the thread should end."""
+        if self._job is not None:
+            self._end_job()
+            return False
+        item = self._jobs.get()
+        if item is _STOP:
+            return True
+        fn, future = item
+        if not future.set_running_or_notify_cancel():
+            return False
+        self._job = [future, False, KeyboardInterrupt()]  # the outcome if an interrupt cuts the job short
+        with self._cond:
+            self._current, self._woken = future, False
+        try:
+            self._job[1:] = True, fn()
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
+            self._job[1:] = False, error
+        self._end_job()
+        return False
+
+    def _end_job(self) -> None:
+        with self._cond:
+            self._current = None  # interrupt() injects nothing from now on
+            _clear_async_exc(self.thread_id)
+        assert self._job is not None
+        (future, ok, value), self._job = self._job, None
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def interrupt(self) -> None:
+        with self._cond:
+            if self._current is None or self.thread_id is None:
+                return  # no code running
+            if self._waiting:
+                self._woken = True
+                self._cond.notify_all()
+            else:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
+                                                           ctypes.py_object(KeyboardInterrupt))
+
+    def wait_until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
+        """On this thread: block until ``done()`` or ``timeout`` seconds;
+        KeyboardInterrupt when interrupted meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._waiting = True
+            try:
+                while not (self._woken or self._closing or done()):
+                    left = threading.TIMEOUT_MAX if deadline is None else deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, threading.TIMEOUT_MAX))
+                if self._woken or self._closing:
+                    self._woken = False
+                    raise KeyboardInterrupt
+            finally:
+                self._waiting = False
+
+    def _notify(self, _: Any = None) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait(self, future: concurrent.futures.Future[T]) -> T:
+        __tracebackhide__ = True
+        if threading.get_ident() != self.thread_id:
+            return wait_interruptibly(future)
+        future.add_done_callback(self._notify)
+        try:
+            self.wait_until(future.done)
+        except KeyboardInterrupt:
+            future.cancel()
+            raise
+        return future.result()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        with self._cond:
+            self._closing = True
+        self.interrupt()  # a cancelled child's code may still be running
+        self._jobs.put(_STOP)
+
+
+def _clear_async_exc(thread_id: int | None) -> None:
+    if thread_id is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+
+
+_workers: dict[int, WorkerThread] = {}
+_real_sleep = time.sleep
+_sleep_lock = threading.Lock()
+
+
+def _interruptible_sleep(seconds: float) -> None:
+    """``time.sleep`` that a stopped child run wakes (see the module docstring)."""
+    worker = _workers.get(threading.get_ident())
+    if worker is None or type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
+        return _real_sleep(seconds)  # also raises what time.sleep raises for bad values
+    worker.wait_until(lambda: False, seconds)
+    return None
+
+
+_interruptible_sleep.__name__ = _interruptible_sleep.__qualname__ = "sleep"
+_interruptible_sleep.__doc__ = _real_sleep.__doc__
+
+
+def _install_sleep() -> None:
+    with _sleep_lock:
+        if time.sleep is _real_sleep:
+            time.sleep = _interruptible_sleep

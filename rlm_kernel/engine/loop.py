@@ -25,7 +25,7 @@ from ..sinks.base import Sink
 from . import prompts, trajectory
 from .approval import Approver
 from .budget import Budget, Limits
-from .dispatch import CallerThread, CodeThread, WorkerThread, wait_interruptibly
+from .dispatch import CodeThread, WorkerThread
 from .execution import CellResult, Executor, PlainExecutor
 from .guard import run_guarded
 from .llm import LLMClient, ModelCallError, ModelEndpoint
@@ -235,11 +235,10 @@ class Run:
         return ModelEndpoint(model, base.api_base, base.api_key)
 
     def wait(self, future: concurrent.futures.Future[Any]) -> Any:
-        """Block the code thread on an engine-loop future (a sub-call)."""
+        """Block the code thread on an engine-loop future (a sub-call); an
+        interrupt of the code (Ctrl-C, a timeout, the run stopping) cancels it."""
         __tracebackhide__ = True
-        if isinstance(self.code_thread, CallerThread):
-            return self.code_thread.wait(future)
-        return wait_interruptibly(future)
+        return self.code_thread.wait(future)
 
     def add_tokens(self, prompt: int, completion: int) -> None:
         with self.tree.lock:
@@ -362,6 +361,8 @@ class Run:
             reason, error = "interrupted", "The run was interrupted."
         finally:
             if self.depth:
+                # A cancelled child (its parent was interrupted or timed out) may
+                # still be running code: close() interrupts it.
                 self.code_thread.close()
         return self._end(reason, error, answer, answer_var)
 
