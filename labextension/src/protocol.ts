@@ -116,6 +116,17 @@ export interface IHello {
   features: string[];
 }
 
+/**
+ * The kernel session's sub-call totals for cells run again (a person's
+ * cells, re-run agent cells, Run All): answered from the notebook
+ * (`replayed`) or by a model call (`fresh`). Sent with the `cell_metadata`
+ * op of a cell's sub-call records.
+ */
+export interface IReplayCounts {
+  replayed: number;
+  fresh: number;
+}
+
 /** `ops`: this frontend reads several ops sent as one `ops` message. */
 export const FEATURES = ['ops'];
 

@@ -1,12 +1,14 @@
 /**
- * The status bar item: progress of the current notebook's run.
+ * The status bar items: progress of the current notebook's run, and the
+ * kernel session's replayed / new sub-calls once re-run cells replayed any.
  *
  *   RLM step 3/20 · depth 0 · 12 sub-calls · 48.2k tok · $0.0213 · 1:07
+ *   RLM replay: 12 sub-calls replayed · 1 new
  */
 import { type ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import type { IStatus } from './protocol';
+import type { IReplayCounts, IStatus } from './protocol';
 
 /** Where the item reads a notebook's latest status from. */
 export interface IRunStatusSource {
@@ -138,5 +140,73 @@ export class RunStatusItem extends Widget {
 
   private _source: IRunStatusSource | null = null;
   private clock: number | null = null;
+  private readonly _activeChanged = new Signal<this, void>(this);
+}
+
+/** Where the replay item reads a notebook's kernel-session totals from. */
+export interface IReplaySource {
+  readonly replay: IReplayCounts | null;
+  readonly replayChanged: ISignal<IReplaySource, void>;
+}
+
+export function formatReplay(counts: IReplayCounts): string {
+  return (
+    `RLM replay: ${counts.replayed} sub-call${counts.replayed === 1 ? '' : 's'} ` +
+    `replayed · ${counts.fresh} new`
+  );
+}
+
+/**
+ * The status bar item for replay: how many sub-calls the current notebook's
+ * kernel answered from the notebook and how many were new model calls, shown
+ * once a re-run cell replayed any.
+ *
+ *   RLM replay: 12 sub-calls replayed · 1 new
+ */
+export class ReplayStatusItem extends Widget {
+  constructor() {
+    super();
+    this.addClass('rlm-replay-status');
+    this.node.title =
+      'Sub-calls of re-run cells in this kernel session: answered from the ' +
+      "notebook's recorded responses (replayed, no model call) or new";
+  }
+
+  get activeChanged(): ISignal<this, void> {
+    return this._activeChanged;
+  }
+
+  /** Shown once the current notebook's kernel replayed a sub-call. */
+  get isActive(): boolean {
+    return (this._source?.replay?.replayed ?? 0) > 0;
+  }
+
+  set source(source: IReplaySource | null) {
+    if (this._source === source) {
+      return;
+    }
+    this._source?.replayChanged.disconnect(this.refresh, this);
+    this._source = source;
+    source?.replayChanged.connect(this.refresh, this);
+    this.refresh();
+  }
+
+  dispose(): void {
+    this.source = null;
+    super.dispose();
+  }
+
+  private refresh(): void {
+    const wasActive = this.node.dataset.active === 'true';
+    const counts = this._source?.replay ?? null;
+    const active = this.isActive;
+    this.node.dataset.active = String(active);
+    this.node.textContent = active && counts ? formatReplay(counts) : '';
+    if (wasActive !== active) {
+      this._activeChanged.emit();
+    }
+  }
+
+  private _source: IReplaySource | null = null;
   private readonly _activeChanged = new Signal<this, void>(this);
 }

@@ -5,10 +5,12 @@
  * The kernel asks for the notebook's cells (`get_cells`) when a page says
  * hello and when it continues a run; it writes sub-call records and pins into
  * cell metadata (`cell_metadata`), replaces the source of a cell a person
- * edited at an approval (`cell_source`) and removes an old continuation a
- * person chose to drop (`delete_cells`). The command "RLM: Continue from
- * here" inserts a `%rlm continue --from <cell>` cell below the active cell
- * and runs it.
+ * edited at an approval (`cell_source`), removes an old continuation a
+ * person chose to drop (`delete_cells`) and moves a kept one below the new
+ * steps (`move_cells`). The command "RLM: Continue from here" inserts a
+ * `%rlm continue --from <cell>` cell below the active cell and runs it. The
+ * session's replayed / new sub-call totals, sent with sub-call records, go
+ * to a status bar item.
  */
 import type {
   JupyterFrontEnd,
@@ -23,29 +25,47 @@ import {
   type NotebookPanel
 } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { fastForwardIcon } from '@jupyterlab/ui-components';
 import type { IDisposable } from '@lumino/disposable';
+import { type ISignal, Signal } from '@lumino/signaling';
 
 import { cellById, cellIndex, mergeRlmMetadata, untracked } from './cells';
-import { AGENT_ROLES, COMM_TARGET, PROTOCOL } from './protocol';
+import {
+  AGENT_ROLES,
+  COMM_TARGET,
+  type IReplayCounts,
+  PROTOCOL
+} from './protocol';
+import { type IReplaySource, ReplayStatusItem } from './statusbar';
 
 export const CONTINUE_COMMAND = 'rlm:continue-from-here';
 
 interface ITakeoverOp {
   protocol: typeof PROTOCOL;
-  op: 'cell_metadata' | 'cell_source' | 'delete_cells' | 'get_cells';
+  op:
+    | 'cell_metadata'
+    | 'cell_source'
+    | 'delete_cells'
+    | 'move_cells'
+    | 'get_cells';
   cell_id?: string;
   cell_ids?: string[];
+  /** `move_cells`: the cells go, in order, right after this one. */
+  after_cell_id?: string;
   rlm?: Record<string, unknown>;
   metadata?: Record<string, unknown>;
   source?: string;
   request_id?: string;
+  /** With a cell's sub-call records: the kernel session's totals. */
+  replay?: IReplayCounts;
 }
 
 const TAKEOVER_OPS: ReadonlySet<string> = new Set([
   'cell_metadata',
   'cell_source',
   'delete_cells',
+  'move_cells',
   'get_cells'
 ]);
 
@@ -65,7 +85,7 @@ function asTakeoverOp(data: unknown): ITakeoverOp | null {
 }
 
 /** One per notebook document: applies the kernel's take-over ops. */
-class TakeoverLink implements IDisposable {
+class TakeoverLink implements IDisposable, IReplaySource {
   constructor(private readonly panel: NotebookPanel) {
     const session = panel.sessionContext;
     session.kernelChanged.connect(this.onKernelChanged, this);
@@ -74,6 +94,15 @@ class TakeoverLink implements IDisposable {
 
   get isDisposed(): boolean {
     return this.disposed;
+  }
+
+  /** The kernel session's replay totals, as last sent (null: none yet). */
+  get replay(): IReplayCounts | null {
+    return this._replay;
+  }
+
+  get replayChanged(): ISignal<this, void> {
+    return this._replayChanged;
   }
 
   dispose(): void {
@@ -86,6 +115,7 @@ class TakeoverLink implements IDisposable {
       this
     );
     this.attach(null);
+    Signal.clearData(this);
   }
 
   private onKernelChanged(
@@ -98,9 +128,33 @@ class TakeoverLink implements IDisposable {
   private attach(kernel: Kernel.IKernelConnection | null): void {
     if (this.kernel && !this.kernel.isDisposed) {
       this.kernel.iopubMessage.disconnect(this.onIOPub, this);
+      this.kernel.statusChanged.disconnect(this.onKernelStatus, this);
     }
     this.kernel = kernel;
     kernel?.iopubMessage.connect(this.onIOPub, this);
+    kernel?.statusChanged.connect(this.onKernelStatus, this);
+    this.setReplay(null);
+  }
+
+  /** A restarted kernel starts its totals again. */
+  private onKernelStatus(
+    _: Kernel.IKernelConnection,
+    status: KernelMessage.Status
+  ): void {
+    if (status === 'restarting' || status === 'autorestarting') {
+      this.setReplay(null);
+    }
+  }
+
+  private setReplay(counts: IReplayCounts | null): void {
+    if (
+      this._replay?.replayed === counts?.replayed &&
+      this._replay?.fresh === counts?.fresh
+    ) {
+      return;
+    }
+    this._replay = counts ? { replayed: counts.replayed, fresh: counts.fresh } : null;
+    this._replayChanged.emit();
   }
 
   private onIOPub(
@@ -132,6 +186,13 @@ class TakeoverLink implements IDisposable {
             }
           }
         });
+        if (
+          op.replay &&
+          typeof op.replay.replayed === 'number' &&
+          typeof op.replay.fresh === 'number'
+        ) {
+          this.setReplay(op.replay);
+        }
         return;
       case 'cell_source':
         for (const id of ids) {
@@ -156,6 +217,32 @@ class TakeoverLink implements IDisposable {
         });
         return;
       }
+      case 'move_cells':
+        return this.moveCells(ids, op.after_cell_id ?? '');
+    }
+  }
+
+  /**
+   * Move the cells `ids`, in order, to right after `afterId` ("continue
+   * from here" typed further down: the old continuation goes below the
+   * continue cell, so the new steps come between it and them). The cell
+   * after which they go, the running continue cell, is never moved itself.
+   */
+  private moveCells(ids: string[], afterId: string): void {
+    const model = this.panel.context.model;
+    const shared = model.sharedModel;
+    let after = afterId;
+    // One move at a time: the indices are read from the model, which sees a
+    // move only once its transaction has ended.
+    for (const id of ids) {
+      const from = cellIndex(model, id);
+      const anchor = cellIndex(model, after);
+      if (from < 0 || anchor < 0 || from === anchor) {
+        continue;
+      }
+      // moveCell(from, to): `to` is the index the cell has once moved
+      shared.moveCell(from, from < anchor ? anchor : anchor + 1);
+      after = id;
     }
   }
 
@@ -186,6 +273,8 @@ class TakeoverLink implements IDisposable {
 
   private kernel: Kernel.IKernelConnection | null = null;
   private disposed = false;
+  private _replay: IReplayCounts | null = null;
+  private readonly _replayChanged = new Signal<this, void>(this);
 }
 
 function rlmMeta(cell: ICellModel): Record<string, unknown> {
@@ -199,26 +288,59 @@ function sourceOf(cell: ICellModel): string {
   return cell.sharedModel.getSource();
 }
 
+function isQueryCell(cell: ICellModel): boolean {
+  return (
+    rlmMeta(cell).role === 'query' ||
+    (cell.type === 'code' && sourceOf(cell).startsWith('%%rlm'))
+  );
+}
+
+function agentRunId(cell: ICellModel): string | null {
+  const meta = rlmMeta(cell);
+  return AGENT_ROLES.has(String(meta.role)) &&
+    typeof meta.run_id === 'string' &&
+    meta.run_id
+    ? meta.run_id
+    : null;
+}
+
 /**
- * The run a cell belongs to: its own run id, else the nearest one above; on
- * a `%%rlm` cell (which has none), the run of the agent cells below it, as
- * the kernel finds it.
+ * The run a cell belongs to, as the kernel finds it (`run_at` in
+ * engine/history.py): its own run id, else that of the nearest agent cell
+ * above it below its `%%rlm` cell; on the `%%rlm` cell itself, or with no
+ * agent cell in between, the run it recorded, else the run of the first
+ * agent cell below it (the newest one: a run's cells go right below its
+ * query).
  */
 function runIdAt(panel: NotebookPanel, index: number): string | null {
   const cells = panel.context.model.cells;
+  let query = -1;
   for (let i = index; i >= 0; i--) {
-    const runId = rlmMeta(cells.get(i)).run_id;
-    if (typeof runId === 'string' && runId) {
+    if (isQueryCell(cells.get(i))) {
+      query = i;
+      break;
+    }
+  }
+  if (query < 0) {
+    return null;
+  }
+  for (let i = index; i > query; i--) {
+    const runId = agentRunId(cells.get(i));
+    if (runId) {
       return runId;
     }
-    if (i === index && sourceOf(cells.get(i)).startsWith('%%rlm')) {
-      for (let j = index + 1; j < cells.length; j++) {
-        const below = rlmMeta(cells.get(j)).run_id;
-        if (typeof below === 'string' && below) {
-          return below;
-        }
-      }
-      return null;
+  }
+  const recorded = rlmMeta(cells.get(query)).run_id;
+  if (typeof recorded === 'string' && recorded) {
+    return recorded;
+  }
+  for (let j = query + 1; j < cells.length; j++) {
+    const runId = agentRunId(cells.get(j));
+    if (runId) {
+      return runId;
+    }
+    if (isQueryCell(cells.get(j))) {
+      break;
     }
   }
   return null;
@@ -302,11 +424,12 @@ export const takeoverPlugin: JupyterFrontEndPlugin<void> = {
   description: 'Pins, replay and "continue from here" for RLM runs.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ICommandPalette],
+  optional: [ICommandPalette, IStatusBar],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    statusBar: IStatusBar | null
   ) => {
     const links = new Map<object, TakeoverLink>();
     const track = (panel: NotebookPanel) => {
@@ -323,6 +446,24 @@ export const takeoverPlugin: JupyterFrontEndPlugin<void> = {
     };
     tracker.forEach(track);
     tracker.widgetAdded.connect((_, panel) => track(panel));
+
+    if (statusBar) {
+      const item = new ReplayStatusItem();
+      const follow = () => {
+        const panel = tracker.currentWidget;
+        item.source = panel ? links.get(panel.context) ?? null : null;
+      };
+      tracker.currentChanged.connect(follow);
+      tracker.widgetAdded.connect(follow);
+      follow();
+      statusBar.registerStatusItem('rlm-kernel:replay-status', {
+        item,
+        align: 'left',
+        rank: 101,
+        isActive: () => item.isActive,
+        activeStateChanged: item.activeChanged
+      });
+    }
 
     app.commands.addCommand(CONTINUE_COMMAND, {
       label: 'RLM: Continue from here',

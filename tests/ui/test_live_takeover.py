@@ -1,7 +1,10 @@
-"""Taking over a run in JupyterLab: a person edits a sub-call response in its
-widget and pins it, re-runs the agent cells (the pin replays, no model call,
-and the new value flows into later output), then uses "RLM: Continue from
-here" and the scripted root model is asked again with the edited state."""
+"""Taking over a run in JupyterLab: a person rewrites a sub-call's prompt in
+its widget, asks the sub-model again and pins the answer, re-runs the agent
+cells (the pin replays, no model call, the status bar counts it, and the new
+value flows into later output), then uses "RLM: Continue from here" and the
+scripted root model is asked again with the edited state. A `%rlm continue
+--from` typed at the end puts the new steps right after the chosen cell, the
+old ones below them, and running it again asks no model."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pytest
 from _helpers import repl
 from labdriver import (
     all_cells,
+    append_code_cell,
     cell_by_id,
     cell_state,
     code_cell,
@@ -19,6 +23,7 @@ from labdriver import (
     open_notebook,
     output_text,
     rlm_magic,
+    run_cell,
     save_notebook,
     saved_cells_by_id,
     screenshot,
@@ -51,7 +56,8 @@ class RootModel:
 
     def __call__(self, body: dict[str, Any]) -> str:
         if body.get("model") != "root-model":
-            return "Lyon"  # the sub-model gets the capital wrong
+            # the sub-model gets the capital wrong, unless asked more precisely
+            return "Paris" if "Answer with one city" in all_text(body) else "Lyon"
         self.seen.append(all_text(body))
         return self.script.pop(0) if self.script else "FINAL(out of script)"
 
@@ -123,19 +129,27 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         assert "fact: Lyon" in codes[0]["output"] and "LATER LYON" in codes[1]["output"], codes
         assert len(server.calls("sub-model")) == 1 and len(root.seen) == 3
 
-        # Edit the response in the sub-call widget of the step-1 cell and pin it.
+        # Rewrite the prompt in the sub-call widget of the step-1 cell, ask the
+        # sub-model again, and pin its answer.
         cell = cell_by_id(page, first)
         widget = cell.locator(".rlm-subcall-widget")
         expect(widget).to_have_count(1, timeout=15_000)
         expect(widget).to_contain_text("Lyon")
         widget.locator("button.rlm-sc-edit").click()
         text = widget.locator(".rlm-sc-edit-text textarea")
+        prompt = widget.locator(".rlm-sc-edit-prompt textarea")
         expect(text).to_have_value("Lyon", timeout=10_000)
-        text.fill("Paris")
+        expect(prompt).to_have_value("What is the capital of France?")
+        edited_prompt = "What is the capital of France? Answer with one city."
+        prompt.fill(edited_prompt)
+        widget.locator("button.rlm-sc-ask").click()
+        expect(text).to_have_value("Paris", timeout=15_000)
+        expect(widget.locator(".rlm-sc-answered")).to_be_visible()
+        assert len(server.calls("sub-model")) == 2
         text.scroll_into_view_if_needed()
         screenshot(page, request, "-editor")
         widget.locator("button.rlm-sc-pin").click()
-        expect(widget.locator(".rlm-sc-pinned-note")).to_be_visible(timeout=10_000)
+        expect(widget.locator(".rlm-sc-pinned-note")).to_contain_text("with your prompt", timeout=10_000)
         page.wait_for_function(
             """(id) => {
               const model = window.jupyterapp.shell.currentWidget.content.model;
@@ -143,7 +157,8 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
                 const c = model.cells.get(i);
                 if (c.id !== id) continue;
                 const calls = (c.getMetadata('rlm') || {}).subcalls || [];
-                return calls.length === 1 && calls[0].pinned === true && calls[0].response === 'Paris';
+                return calls.length === 1 && calls[0].pinned === true && calls[0].response === 'Paris'
+                  && calls[0].edited_prompt === 'What is the capital of France? Answer with one city.';
               }
               return false;
             }""",
@@ -153,17 +168,26 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         expect(cell).to_have_class(_has("rlm-pinned-cell"))
         expect(cell.locator(".rlm-badge")).to_contain_text("pinned")
         expect(widget.locator(".rlm-sc-flag.rlm-sc-pinned")).to_be_visible()
+        expect(widget.locator(".rlm-sc-flag.rlm-sc-prompt-edited")).to_be_visible()
         cell.scroll_into_view_if_needed()
         screenshot(page, request, "-pinned")
 
-        # Re-run the step-1 cell: the pin is returned, no model is called.
+        # Re-run the step-1 cell: the pin is returned, no model is called; the
+        # status bar counts the replayed sub-call.
+        replay_item = page.locator("#jp-main-statusbar .rlm-replay-status")
+        expect(replay_item).to_be_hidden()
         _rerun(page, first, keyboard=True)
         printed = _printed(page, first)
         assert "fact: Paris" in printed and "Lyon" not in printed, printed
         assert "1 sub-call replayed from the notebook, 0 new" in printed, printed
-        assert len(server.calls("sub-model")) == 1, "re-running the pinned cell called the sub-model"
-        assert cell_state(page, first)["metadata"]["subcalls"][0]["pinned"] is True
+        assert len(server.calls("sub-model")) == 2, "re-running the pinned cell called the sub-model"
+        [record] = cell_state(page, first)["metadata"]["subcalls"]
+        assert record["pinned"] is True and record["edited_prompt"] == edited_prompt, record
         expect(cell_by_id(page, first).locator(".rlm-badge")).to_contain_text("pinned")
+        expect(replay_item).to_have_text("RLM replay: 1 sub-call replayed · 0 new", timeout=10_000)
+        rerun_widget = cell_by_id(page, first).locator(".rlm-subcall-widget")
+        expect(rerun_widget.locator(".rlm-sc-prompt")).to_contain_text("Answer with one city.")
+        screenshot(page, request, "-rerun")
 
         # The new value flows into the later cell.
         _rerun(page, second, keyboard=False)
@@ -210,8 +234,8 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         history = root.seen[3]
         assert "fact: Paris" in history and "LATER PARIS" in history, history
         assert "Lyon" not in history and "LYON" not in history, history
-        assert "pinned" in history, history
-        assert len(server.calls("sub-model")) == 1
+        assert "pinned" in history and "rewrote the prompt" in history, history
+        assert len(server.calls("sub-model")) == 2
 
         # New agent cells come right below the continue cell, before the old ones.
         cells = all_cells(page)
@@ -242,6 +266,7 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         saved = saved_cells_by_id(lab_server.read_notebook("takeover-pin-continue.ipynb"))
         [record] = saved[first]["metadata"]["rlm"]["subcalls"]
         assert record["pinned"] is True and record["response"] == "Paris", record
+        assert record["edited_prompt"] == edited_prompt, record
         assert all(saved[i]["metadata"]["rlm"].get("superseded") is True for i in old_after)
         assert not any(saved[c["id"]]["metadata"]["rlm"].get("superseded") for c in new)
 
@@ -322,3 +347,45 @@ def test_continue_from_the_context_menu_removes_the_old_continuation(
         assert page.locator(".rlm-superseded-cell").count() == 0
         cell_by_id(page, cells[-1]["id"]).scroll_into_view_if_needed()
         screenshot(page, request, "-removed")
+
+
+def test_continue_typed_at_the_end_puts_new_steps_after_the_chosen_cell(
+        page: Page, lab_server, request) -> None:
+    """`%rlm continue --from <step-1 cell>` typed in a new cell at the end:
+    the notebook then reads step 1, the continue cell, the new steps, the old
+    continuation (kept, superseded); running the continue cell again asks no
+    model (its continuation is below), nor does running the %%rlm cell again."""
+    root = RootModel(after_continue=repl("print('TYPED', fact)"))
+    with ScriptedServer(root) as server:
+        _run_question(page, lab_server, server, "takeover-typed-continue.ipynb")
+        agent = _agent(page)
+        first = next(c for c in agent if c["role"] == "code")
+        old_after = [c["id"] for c in agent if c["index"] > first["index"]]
+        append_code_cell(page)
+        cont = run_cell(page, f"%rlm continue --from {first['id']}", wait=False)
+        wait_cell_idle(page, cont, timeout=60_000)
+        expect(page.locator(".rlm-answer-cell")).to_have_count(2, timeout=15_000)
+        assert len(root.seen) == 5, len(root.seen)
+
+        ids = [c["id"] for c in all_cells(page)]
+        at = ids.index(first["id"])
+        assert ids[at + 1] == cont, ids
+        new = ids[at + 2:ids.index(old_after[0])]
+        roles = [c["role"] for c in all_cells(page) if c["id"] in new]
+        assert roles[-1] == "answer" and "code" in roles, roles
+        old_at = at + 2 + len(new)
+        assert ids[old_at:old_at + len(old_after)] == old_after, (ids, old_after)
+        assert all(cell_state(page, i)["metadata"].get("superseded") is True for i in old_after)
+        assert any("TYPED Lyon" in c["output"] for c in all_cells(page) if c["id"] in new)
+        said = _printed(page, cont)
+        assert f"{len(old_after)} cells moved below the new steps" in said, said
+        cell_by_id(page, cont).scroll_into_view_if_needed()
+        screenshot(page, request, "-moved")
+
+        # Running the continue cell, then the %%rlm cell, again asks no model.
+        _rerun(page, cont, keyboard=False)
+        assert "already in the notebook below" in _printed(page, cont)
+        _rerun(page, "ask", keyboard=False)
+        assert "already in the notebook below" in _printed(page, "ask")
+        assert len(root.seen) == 5, "running the cells again asked the root model"
+        assert [c["id"] for c in all_cells(page)] == ids
