@@ -4,6 +4,7 @@ definition, so both spell and check them the same way."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,15 +32,17 @@ def whole_number(lowest: int) -> Callable[[str], int]:
 
 
 def real_number(lowest: float = 0.0, *, allow_lowest: bool = False) -> Callable[[str], float]:
-    """An argparse type: a number above ``lowest`` (or equal, with ``allow_lowest``)."""
+    """An argparse type: a finite number above ``lowest`` (or equal, with ``allow_lowest``)."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        relation = "at least" if allow_lowest else "above"
+        if not math.isfinite(value):  # nan passes every comparison below; inf is no amount of time or money
+            raise argparse.ArgumentTypeError(f"expected a finite number {relation} {lowest:g}, got {text!r}")
         if value < lowest or (value == lowest and not allow_lowest):
-            relation = "at least" if allow_lowest else "above"
             raise argparse.ArgumentTypeError(f"expected a number {relation} {lowest:g}, got {text!r}")
         return value
 

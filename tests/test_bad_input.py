@@ -32,6 +32,9 @@ from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 CLI = str(Path(sys.executable).with_name("rlm-kernel"))
 FAKE_KEY = "sk-FAKE-badinput-0123456789abcdef"
 TIMEOUT = 90
+# NaN passes every "at least" check; infinity is no amount of time or money.
+NOT_FINITE = [("--max-cost", "nan"), ("--timeout", "nan"), ("--cell-timeout", "nan"), ("--max-cost", "inf"),
+              ("--timeout", "inf"), ("--cell-timeout", "inf"), ("--timeout", "1e999")]
 
 
 @dataclass
@@ -114,7 +117,8 @@ def build_cases(base: Path, url: str, rejecting_url: str) -> dict[str, Case]:
     add("unreachable api base", model(["--model", "openai/root-model", "--api-base", unreachable]),
         "Cannot reach", unreachable)
     for option, value in [("--max-iterations", "0"), ("--concurrency", "many"), ("--max-cost", "-1"),
-                          ("--cell-timeout", "0"), ("--max-output-chars", "5"), ("--timeout", "soon")]:
+                          ("--cell-timeout", "0"), ("--max-output-chars", "5"), ("--timeout", "soon"),
+                          *NOT_FINITE]:
         add(f"{option} {value}", model(["--model", "openai/root-model", "--api-base", url, option, value]),
             option, value)
     add("unknown option", model(["--model", "openai/root-model", "--no-such-flag"]), "--no-such-flag")
@@ -201,7 +205,8 @@ CASE_NAMES = [
     "larger than free memory", "unknown model", "model without a provider", "missing openai key",
     "missing anthropic key", "rejected key", "unreachable api base",
     "--max-iterations 0", "--concurrency many", "--max-cost -1", "--cell-timeout 0",
-    "--max-output-chars 5", "--timeout soon", "unknown option", "empty question",
+    "--max-output-chars 5", "--timeout soon", *(f"{o} {v}" for o, v in NOT_FINITE), "unknown option",
+    "empty question",
 ]
 
 
@@ -268,5 +273,80 @@ def test_kernel(matrix, name):
     assert len(reply.get("traceback") or []) <= 1
     assert FAKE_KEY not in text and "FAKE-badinput" not in text and FAKE_KEY not in reply["evalue"]
     # the kernel is still fine
+    reply, _ = kernel.execute("1 + 1")
+    assert reply["status"] == "ok"
+
+
+# -- an output path that cannot be written: refused before any model call ------------------
+
+
+def _unwritable_folder() -> Path | None:
+    """/sys refuses new files even to root; None where it does not exist."""
+    folder = Path("/sys")
+    if not folder.is_dir():
+        return None
+    try:
+        (folder / "rlm-probe").touch()
+    except OSError:
+        return folder
+    (folder / "rlm-probe").unlink()
+    return None
+
+
+def output_path(kind: str, base: Path) -> tuple[Path, tuple[str, ...]]:
+    """A trajectory path of this kind, and words the refusal must contain."""
+    if kind == "a folder":
+        folder = base / "existing-folder"
+        folder.mkdir(exist_ok=True)
+        return folder, ("existing-folder", "folder", "file path")
+    if kind == "under a file":
+        (base / "a-file.txt").write_text("not a folder")
+        return base / "a-file.txt" / "run.ipynb", ("a-file.txt", "is a file, not a folder")
+    folder = _unwritable_folder()
+    if folder is None:
+        pytest.skip("no folder here refuses new files")
+    return folder / "run.ipynb", (str(folder / "run.ipynb"), "choose a place you can write to")
+
+
+OUTPUT_KINDS = ["a folder", "under a file", "unwritable"]
+
+
+@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+def test_cli_output_that_cannot_be_written(tmp_path, kind):
+    path, needles = output_path(kind, tmp_path)
+    (tmp_path / "doc.txt").write_text("some text")
+    with ScriptedServer(Script(root=["FINAL(never asked)"])) as srv:
+        done = subprocess.run([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
+                               "--api-base", srv.url, "-o", str(path)], cwd=tmp_path, env=clean_env(),
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        assert srv.requests == [], "the run called the model before finding it could not write its notebook"
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr and done.stdout.strip() == ""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("rlm-kernel: "), done.stderr
+    one_sentence(lines[0])
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    if kind == "a folder":
+        assert list(path.iterdir()) == []
+    assert not list(tmp_path.glob("*.journal.jsonl")) and not list(tmp_path.glob(".rlm-*"))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+def test_kernel_output_that_cannot_be_written(matrix, tmp_path, kind):
+    path, needles = output_path(kind, tmp_path)
+    kernel = matrix["kernel"]
+    kernel.execute("context = 'some text'")
+    with ScriptedServer(Script(root=["FINAL(never asked)"])) as srv:
+        reply, messages = kernel.execute(f"%%rlm --model openai/root-model --api-base {srv.url} --output {path}\nq")
+        assert srv.requests == [], "the run called the model before finding it could not write its notebook"
+    assert reply["status"] == "error" and reply["ename"] == "UsageError", reply
+    one_sentence(reply["evalue"])
+    for needle in needles:
+        assert needle in reply["evalue"], (needle, reply["evalue"])
+    shown = "\n".join(m["content"].get("text", "") + "\n".join(m["content"].get("traceback", []))
+                      for m in messages if m["msg_type"] in ("stream", "error"))
+    assert "Traceback" not in shown and len(reply.get("traceback") or []) <= 1
     reply, _ = kernel.execute("1 + 1")
     assert reply["status"] == "ok"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 
 from .base import Sink
+from .notebook import check_writable
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -46,6 +47,7 @@ class JournalSink(Sink):
     ``keep`` is false (the finished notebook then holds everything)."""
 
     def __init__(self, path: str | os.PathLike[str], keep: bool = False) -> None:
+        check_writable(path, "run journal")
         self.path = Path(path)
         self.keep = keep
         self._handle: Any = None

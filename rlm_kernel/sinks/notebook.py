@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
-from ..errors import redact_secrets
+from ..errors import RLMError, redact_secrets
 from .base import Sink
 
 if TYPE_CHECKING:
@@ -39,11 +39,40 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: boo
         raise
 
 
+def check_writable(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, in one sentence, a file path that cannot be written (a folder,
+    a path under a file, a folder without write permission), so that a run
+    fails before its first model call rather than after its last."""
+    given = os.fspath(path)
+    target = Path(given).absolute()
+    try:
+        if target.is_dir():
+            raise RLMError(f"Cannot write the {what} to {given!r}: it is a folder; "
+                           f"give a file path such as {os.path.join(given, 'run.ipynb')!r}.")
+        folder = target.parent
+        while not folder.exists():  # the folders still to be made
+            folder = folder.parent
+        if not folder.is_dir():
+            raise RLMError(f"Cannot write the {what} to {given!r}: {str(folder)!r} is a file, not a folder; "
+                           "choose another path.")
+        if target.exists() and not os.access(target, os.W_OK):
+            raise PermissionError(13, "permission denied")
+        # os.access() says yes to root even on a read-only file system: try it.
+        fd, probe = tempfile.mkstemp(prefix=".rlm-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        reason = (error.strerror or type(error).__name__).lower()
+        raise RLMError(f"Cannot write the {what} to {given!r} ({reason}); "
+                       "choose a place you can write to.") from None
+
+
 class NotebookSink(Sink):
     """Writes the run's notebook after finished cells (at most every
     ``interval`` seconds) and once more, validated, when the run ends."""
 
     def __init__(self, path: str | os.PathLike[str], interval: float = 1.0) -> None:
+        check_writable(path, "trajectory notebook")
         self.path = Path(path).absolute()  # generated code may change the working directory
         self.interval = interval
         self._last = 0.0
