@@ -1,14 +1,16 @@
 """The run journal: an append-only record of every finished step on disk.
 
 One JSON line per event, flushed as it happens, so a killed process (or a
-crashed kernel) loses nothing it had finished: the first line describes the
-run, then each cell follows once it is final (markdown cells when written,
+crashed kernel) loses nothing it had finished, and synced to the disk (fsync)
+once per step, so a machine that dies keeps every finished step: the first
+line describes the run, then each cell follows once it is final (markdown cells when written,
 code cells when they finish running). ``read_journal`` turns a journal back
 into a notebook, which ``rlm-kernel run --resume`` continues.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -52,15 +54,37 @@ class JournalSink(Sink):
         self.keep = keep
         self._handle: Any = None
         self._lock = threading.Lock()
+        self._unsynced = False
+        self._new_file = False
+        self._step = 0
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: dict[str, Any], sync: bool = False) -> None:
+        """Append a line; ``sync`` also asks the disk to keep it (fsync):
+        once per finished step, so a machine that dies keeps it too."""
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             if self._handle is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+                self._new_file = True
             self._handle.write(line + "\n")
             self._handle.flush()
+            self._unsynced = True
+            if sync:
+                self._sync()
+
+    def _sync(self) -> None:
+        if self._unsynced and self._handle is not None:
+            os.fsync(self._handle.fileno())
+            self._unsynced = False
+            if self._new_file:  # the folder's entry for a new file, once
+                self._new_file = False
+                with contextlib.suppress(OSError):
+                    folder = os.open(self.path.parent, os.O_RDONLY)
+                    try:
+                        os.fsync(folder)
+                    finally:
+                        os.close(folder)
 
     def run_started(self, run: Run) -> None:
         if run.depth == 0:
@@ -76,10 +100,17 @@ class JournalSink(Sink):
         if run.depth == 0:
             self._write({"kind": "cell", "cell": _plain(dict(cell))})
 
+    def status(self, run: Run, status: dict[str, Any]) -> None:
+        # A new step begins: the lines of the step before are final, keep them on disk.
+        if run.depth == 0 and status.get("iteration", 0) > self._step:
+            self._step = status["iteration"]
+            with self._lock:
+                self._sync()
+
     def run_ended(self, run: Run, result: RunResult) -> None:
         if run.depth:
             return
-        self._write({"kind": "end", "run": _plain(run.record(result))})
+        self._write({"kind": "end", "run": _plain(run.record(result))}, sync=self.keep)
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
