@@ -53,6 +53,7 @@ class RLMKernel(IPythonKernel):
     )
 
     def __init__(self, **kwargs: Any) -> None:
+        self._rlm_cells_running = 0  # %%rlm / %rlm continue cells executing now
         super().__init__(**kwargs)
         from .magics import RLMMagics
         from .sinks.live import LiveChannel
@@ -73,13 +74,27 @@ class RLMKernel(IPythonKernel):
                          user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
                          **kwargs: Any) -> dict[str, Any]:
         number = self.shell.execution_count
-        reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
+        awaited = _rlm_cell_to_await([code]) != [code] or _rlm_continue_to_await([code]) != [code]
+        self._rlm_cells_running += awaited
+        try:
+            reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
+        finally:
+            self._rlm_cells_running -= awaited
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
-        awaited = _rlm_cell_to_await([code]) != [code] or _rlm_continue_to_await([code]) != [code]
         if store_history and not silent and awaited and "execution_count" in reply:
             reply["execution_count"] = number
         return reply
+
+    def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
+        """While a %%rlm cell runs, requests handled beside it (a subshell
+        created for widget clicks, a click on that subshell, the page's
+        control requests) each end with an 'idle' that JupyterLab shows as the
+        kernel's state though the run goes on. Leave those out: the run's own
+        'idle' follows when it ends."""
+        if status == "idle" and self._rlm_cells_running:
+            return
+        super()._publish_status(status, channel, parent)
 
     @contextmanager
     def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:
