@@ -83,7 +83,18 @@ def runs(tmp_path_factory):
     )
     started["key"] = CliRun("key", common(url, "key"), base, clean_env(OPENAI_API_KEY=FAKE_KEY))
 
-    yield {"base": base, "context": context, **started}
+    # A provider without the model: a 404 with a JSON error body (no --json: the sentence on stderr).
+    url = serve(root=[Reply(status=404, text="The model `root-model` does not exist or you do not have access to it.")])
+    started["not_found"] = CliRun("not_found", [a for a in common(url, "not_found") if a != "--json"] + ["--quiet"],
+                                  base, clean_env())
+
+    # A sub-call the provider forbids (403): reported cleanly and not retried.
+    url = serve(root=[repl("try:\n    llm_query('x')\nexcept Exception as e:\n    print('ERR', e)"), "FINAL(done)"],
+                sub=lambda p: Reply(status=403, text="Project does not have access to this model."))
+    forbidden = servers[-1]
+    started["forbidden"] = CliRun("forbidden", common(url, "forbidden"), base, clean_env())
+
+    yield {"base": base, "context": context, "forbidden_server": forbidden, **started}
     for run in started.values():
         if run.proc.poll() is None:
             run.proc.kill()
@@ -157,6 +168,35 @@ def test_api_key_never_printed_or_saved(runs):
     assert "OPENAI_API_KEY" in data["error"]
 
 
+def test_unknown_model_at_the_provider_is_one_clear_sentence(runs):
+    run = runs["not_found"].wait()
+    assert run.code == 1, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    line = lines[0]
+    assert "the provider has no model named 'openai/root-model'" in line and "check the model name" in line, line
+    assert "does not exist or you do not have access to it" in line  # what the provider said, cleaned
+    for raw in ("litellm", "NotFoundError", "OpenAIException", "{", '"error"'):
+        assert raw not in line, (raw, line)
+    assert line.endswith(".") and not line.endswith("..") and len(line) < 400, line
+
+
+def test_provider_error_details_lose_litellms_prefixes(runs):
+    key = runs["key"].wait()  # sub-calls answered 400 with a JSON body
+    code = cells_by_role(nbformat.read(str(runs["base"] / "key.ipynb"), as_version=4), "code")[0]
+    said = cell_text(code)
+    assert "refused the request (HTTP 400): bad request from key <OPENAI_API_KEY>" in said, said
+    assert "litellm" not in said and "OpenAIException" not in said and '{"error"' not in said, said
+    assert key.code == 1
+    forbidden = runs["forbidden"].wait()
+    assert forbidden.code == 0, forbidden.stderr
+    code = cells_by_role(nbformat.read(str(runs["base"] / "forbidden.ipynb"), as_version=4), "code")[0]
+    said = cell_text(code)
+    assert "refused the request (HTTP 403): Project does not have access to this model" in said, said
+    assert "litellm" not in said and "APIError" not in said, said
+    assert len(runs["forbidden_server"].calls("sub-model")) == 1  # a 403 is not retried
+
+
 def test_bad_context_path_exit_2(tmp_path):
     run = CliRun("inline", ["run", "--context", str(tmp_path / "missing.txt"), "--query", "q", "--model",
                             "openai/x", "--api-base", "http://127.0.0.1:9/v1"], tmp_path, clean_env()).wait()
@@ -206,6 +246,20 @@ def test_unknown_model_exit_2(cli_main):
 def test_missing_key_exit_2(cli_main):
     run = cli_main(["run", "--context", "CONTEXT", "--query", "q", "--model", "openai/gpt-4o-mini"])
     assert_one_line_error(run, "OPENAI_API_KEY")
+
+
+def test_missing_keys_say_or_for_alternatives_and_and_for_keys_needed_together(cli_main, monkeypatch):
+    # Gemini takes GEMINI_API_KEY or GOOGLE_API_KEY: either one is enough.
+    run = cli_main(["run", "--context", "CONTEXT", "--query", "q", "--model", "gemini/gemini-2.5-flash"])
+    assert_one_line_error(run, "GOOGLE_API_KEY or GEMINI_API_KEY")
+    assert " and " not in run.stderr
+    # Bedrock needs both of its keys.
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ROLE_ARN", "AWS_PROFILE",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    run = cli_main(["run", "--context", "CONTEXT", "--query", "q", "--model", "bedrock/anthropic.claude-v2"])
+    assert_one_line_error(run, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 
 
 @pytest.mark.parametrize("option, value", [

@@ -4,8 +4,10 @@ Retry-After, backoff with jitter), clear errors, usage and cost."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -132,8 +134,19 @@ def check_endpoint(endpoint: ModelEndpoint) -> None:
         return
     missing = env.get("missing_keys") or []
     if missing and not env.get("keys_in_environment"):
-        names = " and ".join(missing)
-        raise ModelError(f"Model {endpoint.model!r} needs {names}; set it in the environment (or pass --api-base for a local server).")
+        raise ModelError(f"Model {endpoint.model!r} needs {_needed_keys(missing)}; set it in the environment "
+                         "(or pass --api-base for a local server).")
+
+
+# Variables of which any one will do (litellm lists them all as missing).
+_EITHER_KEY = ({"GEMINI_API_KEY", "GOOGLE_API_KEY"},)
+
+
+def _needed_keys(missing: list[str]) -> str:
+    """``A and B`` for keys needed together, ``A or B`` for alternatives."""
+    if any(set(missing) == names for names in _EITHER_KEY):
+        return " or ".join(missing)
+    return " and ".join(missing)
 
 
 def _unreachable(api_base: str, timeout: float = 5.0) -> str | None:
@@ -314,7 +327,8 @@ def _classify(error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, flo
     ex = litellm.exceptions
     model = endpoint.model
     status = getattr(error, "status_code", None)
-    detail = redact(_short(str(error)))
+    status = status if isinstance(status, int) else None
+    detail = clean_detail(redact(str(error)))  # redacted whole, before it is shortened
     if isinstance(error, MalformedReply):
         return True, f"model {model} sent a malformed reply ({error})", None
     if isinstance(error, ex.AuthenticationError):
@@ -324,20 +338,24 @@ def _classify(error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, flo
     if isinstance(error, ex.ContextWindowExceededError):
         return False, f"the prompt is too long for {model}'s context window; send a smaller slice", None
     if isinstance(error, ex.NotFoundError):
-        return False, f"the provider has no model {model!r} (HTTP 404): {detail}", None
+        said = f": {_short(detail, 160)}" if detail else ""
+        return False, f"the provider has no model named {model!r} (HTTP 404{said}); check the model name", None
     if isinstance(error, (ex.Timeout,)):
         return True, f"model {model} timed out", None
     if isinstance(error, ex.APIConnectionError):
         where = f" at {safe_url(endpoint.api_base)}" if endpoint.api_base else ""
         return True, f"cannot reach model {model}{where}: {detail}", None
     if isinstance(error, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)) or (
-        isinstance(status, int) and status >= 500
+        status is not None and status >= 500
     ):
         return True, f"model {model} had a server error (HTTP {status or '5xx'})", _retry_after(error)
     if isinstance(error, ex.BadRequestError):
         if "LLM Provider NOT provided" in str(error):
             return False, f"unknown model {model!r}: use a litellm name such as openai/gpt-4o-mini", None
-        return False, f"model {model} refused the request (HTTP 400): {detail}", None
+        return False, f"model {model} refused the request (HTTP {status or 400}): {detail}", None
+    if isinstance(error, ex.APIError) and status is not None and 400 <= status < 500 and status not in (408, 409):
+        # 403 and friends: asking again gives the same answer
+        return False, f"model {model} refused the request (HTTP {status}): {detail}", None
     if isinstance(error, ex.APIError):
         return True, f"model {model} failed: {detail}", None
     if isinstance(error, (ValueError, KeyError, TypeError)):
@@ -346,13 +364,35 @@ def _classify(error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, flo
     return False, f"model {model} failed: {type(error).__name__}: {detail}", None
 
 
+# litellm's prefixes: "litellm.NotFoundError: NotFoundError: OpenAIException - {...}"
+_LITELLM_PREFIX = re.compile(r"^\s*(?:litellm\.\w+:\s*)?(?:\w+(?:Error|Exception):\s*)*(?:\w+Exception\s*-\s*)?")
+
+
+def clean_detail(text: str) -> str:
+    """What the provider said, without litellm's exception prefixes and,
+    for a JSON error body, just its message; short, one line, no final period."""
+    text = " ".join(text.split())
+    text = _LITELLM_PREFIX.sub("", text, count=1)
+    if text.startswith("{"):
+        try:
+            body = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            error = body.get("error", body) if isinstance(body, dict) else body
+            message = error.get("message") if isinstance(error, dict) else error
+            if isinstance(message, str) and message.strip():
+                text = " ".join(message.split())
+    return _short(text).rstrip(". ")
+
+
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _KEY_NAMES = {
-    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY or GOOGLE_API_KEY",
     "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY", "openrouter": "OPENROUTER_API_KEY",
     "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
     "cohere": "COHERE_API_KEY", "azure": "AZURE_API_KEY",
