@@ -296,6 +296,14 @@ class RLMMagics(Magics):
             sources=self._sources(), lead_cells=[] if continued else [context_cell(self._sources())],
             approver=approver, continued=continued,
         )
+        # File sinks first: they refuse an unwritable --output before anything is set up.
+        path = None
+        if live:
+            # the open notebook may be unsaved: finished steps also go to a journal on disk
+            file_sinks: list[Any] = [JournalSink(journal_path(trajectory_path(run.run_id, args.output)), keep=True)]
+        else:
+            path = trajectory_path(run.run_id, args.output)
+            file_sinks = [NotebookSink(path), JournalSink(journal_path(path))]
         if session is not None:
             from .takeover import TakeoverSink
 
@@ -308,17 +316,11 @@ class RLMMagics(Magics):
             executor.run_id = run.run_id
         display_sink = DisplaySink(thread, status_only=live)
         sinks.append(display_sink)
-        path = None
         if live:
             from .sinks.live import LiveSink
 
             sinks.append(LiveSink(channel, thread, anchor, (parent.get("header") or {}).get("msg_id")))
-            # the open notebook may be unsaved: finished steps also go to a journal on disk
-            sinks.append(JournalSink(journal_path(trajectory_path(run.run_id, args.output)), keep=True))
-        else:
-            path = trajectory_path(run.run_id, args.output)
-            sinks += [NotebookSink(path), JournalSink(journal_path(path))]
-        run.sink = MultiSink(*sinks)
+        run.sink = MultiSink(*sinks, *file_sinks)
 
         def finish(result: Any) -> None:
             if session is not None:

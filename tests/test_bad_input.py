@@ -350,3 +350,14 @@ def test_kernel_output_that_cannot_be_written(matrix, tmp_path, kind):
     assert "Traceback" not in shown and len(reply.get("traceback") or []) <= 1
     reply, _ = kernel.execute("1 + 1")
     assert reply["status"] == "ok"
+    # nothing was left half set up: after a good run and a refused one, a
+    # person's own llm_query still works
+    with ScriptedServer(Script(root=["FINAL(done)"], sub=lambda prompt: "fine")) as srv:
+        reply, _ = kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                                  f"--api-base {srv.url}\nq")
+        assert reply["status"] == "ok", reply
+        reply, _ = kernel.execute(f"%%rlm --model openai/root-model --api-base {srv.url} --output {path}\nq")
+        assert reply["status"] == "error"
+        reply, messages = kernel.execute("print(llm_query('hello'))")
+    assert reply["status"] == "ok", reply
+    assert any("fine" in m["content"].get("text", "") for m in messages if m["msg_type"] == "stream"), messages
