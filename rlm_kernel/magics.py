@@ -11,6 +11,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from ._words import plural
 from .errors import RLMError, redact
 from .options import add_run_options, new_parser, rlm_kwargs
 
@@ -270,7 +271,7 @@ class RLMMagics(Magics):
             recorded = session.recorded_run_below(cells, anchor, f"%%rlm {line}".rstrip() + "\n" + cell)
             if recorded is not None:
                 session.remember(rlm_kwargs(args))
-                print(f"The run of this cell ({recorded[0]}, {recorded[1]} cells) is already in the notebook below: "
+                print(f"The run of this cell ({recorded[0]}, {plural(recorded[1], 'cell')}) is already in the notebook below: "
                       "run those cells to replay it with its recorded sub-calls (Run All does). "
                       "Add --fresh to ask the model again.")
                 return None
@@ -401,7 +402,7 @@ def _cell_index(cells: list[Any], wanted: str | None, here: str | None) -> int:
         if wanted.lstrip("-").isdigit():
             index = int(wanted)
             if not -len(cells) <= index < len(cells):
-                raise RLMError(f"There is no cell {index}: the notebook has {len(cells)} cells.")
+                raise RLMError(f"There is no cell {index}: the notebook has {plural(len(cells), 'cell')}.")
             return index % len(cells)
         for index, cell in enumerate(cells):
             if cell.get("id") == wanted:

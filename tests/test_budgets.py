@@ -4,6 +4,7 @@ every cell done so far plus a closing cell."""
 from __future__ import annotations
 
 import nbformat
+import pytest
 from _helpers import Router, cell_text, cells_by_role, feedback_after, repl
 
 from rlm_kernel.testing.server import Reply, Script
@@ -194,3 +195,13 @@ def test_children_draw_on_the_parent_s_subcall_budget(server, make_rlm):
     child_code = [c for c in child["cells"] if c["metadata"]["rlm"]["role"] == "code"][0]
     assert any(o.get("ename") == "BudgetExceeded" for o in child_code["outputs"])
     assert result.subcalls == 1
+
+
+@pytest.mark.parametrize("name, value", [("max_cost", float("nan")), ("timeout", float("inf")),
+                                         ("cell_timeout", float("nan")), ("max_cost", -1.0), ("timeout", True)])
+def test_the_python_api_refuses_limits_that_are_not_positive_finite_numbers(name, value) -> None:
+    from rlm_kernel import RLM
+    from rlm_kernel.errors import RLMError
+
+    with pytest.raises(RLMError, match=f"--{name.replace('_', '-')} must be a positive finite number"):
+        RLM(model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", **{name: value})

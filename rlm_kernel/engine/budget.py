@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,8 +42,9 @@ class Limits:
             if value is not None and (not isinstance(value, int) or value < lowest):
                 raise RLMError(f"--{name.replace('_', '-')} must be a whole number of at least {lowest}, got {value!r}.")
         for name, value in (("max_cost", self.max_cost), ("timeout", self.timeout), ("cell_timeout", self.cell_timeout)):
-            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-                raise RLMError(f"--{name.replace('_', '-')} must be a positive number, got {value!r}.")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
+                raise RLMError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}.")
 
 
 @dataclass

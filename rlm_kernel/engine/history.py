@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._words import plural
 from . import prompts
 from .capture import outputs_view
 from .protocol import cell_feedback
@@ -170,7 +171,7 @@ def _intervention(cell: Any, view_limit: int) -> str:
     if cell.get("cell_type") != "code" or not source:
         return ""
     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
-    out = f"\nIts output ({chars:,} characters):\n{view.rstrip()}" if view.strip() else "\nIt printed nothing."
+    out = f"\nIts output ({plural(chars, 'character')}):\n{view.rstrip()}" if view.strip() else "\nIt printed nothing."
     return f"The user stepped in and ran this cell in the same session:\n```python\n{source}\n```{out}"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from nbformat import NotebookNode
 
+from .._words import plural
 from ..errors import BudgetExceeded
 from ..sinks.base import Sink
 from . import prompts, trajectory
@@ -338,7 +339,7 @@ class Run:
                 messages = [dict(m) for m in self.history(self.context)]
             await self.code_thread.run(self._restore_namespace)
             if self.first_step > limits.max_iterations:
-                raise _Stop("max_iterations", f"The run already used its {limits.max_iterations} steps; "
+                raise _Stop("max_iterations", f"The run already used its {plural(limits.max_iterations, 'step')}; "
                             "raise --max-iterations to continue it.")
             for iteration in range(self.first_step, limits.max_iterations + 1):
                 self._check_stop()  # before counting the step: a budget hit here means it never started
