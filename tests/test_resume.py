@@ -71,6 +71,7 @@ def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm,
     result = make_rlm(srv).resume(path, from_cell=upto + 1, output=out)
     assert result.reason == "final" and result.answer == "resumed answer"
     assert srv.calls("sub-model") == [], "the prefix's sub-calls were not replayed"
+    assert (result.replayed_subcalls, result.subcalls) == (2, 0)
     history = seen[0]
     assert "Please double-check the pears." in history
     assert "edited output 14" in history, "the history does not show the edited cell's new output"
@@ -93,6 +94,26 @@ def test_resume_replays_the_prefix_and_continues_from_a_cell(tmp_path, make_rlm,
     assert [r["replayed"] for r in replayed] == [True, True]
     assert len(saved.metadata["rlm"]["runs"]) == 2
     assert saved.metadata["rlm"]["runs"][-1]["replayed_subcalls"] == 2
+
+
+def test_resume_keeps_a_pin_with_an_edited_prompt(tmp_path, make_rlm, server):
+    path, _ = _first_run(tmp_path, make_rlm, server)
+    nb = nbformat.read(path, as_version=4)
+    upto = _index(nb, "code", 1)
+    record = nb.cells[upto].metadata["rlm"]["subcalls"][0]
+    record.update(response="PINNED BY A PERSON", pinned=True, edited_prompt="Say what the fruit is.")
+    nbformat.write(nb, path)
+    srv = server(Router({"root-model": ["```repl\nprint(notes[0])\n```\nFINAL(done)"]}, sub=_sub))
+    out = tmp_path / "pinned.ipynb"
+    result = make_rlm(srv).resume(path, from_cell=upto, output=out, replay=False)
+    assert result.reason == "final"
+    assert len(srv.calls("sub-model")) == 1  # replay off: the unpinned call is made again, the pinned one not
+    saved = nbformat.read(out, as_version=4)
+    rerun = saved.cells[upto].metadata["rlm"]["subcalls"][0]
+    assert rerun["pinned"] and rerun["response"] == "PINNED BY A PERSON"
+    assert rerun["edited_prompt"] == "Say what the fruit is."
+    printed = [c for c in saved.cells if c.metadata.get("rlm", {}).get("role") == "code" and "notes[0]" in c.source]
+    assert "PINNED BY A PERSON" in "".join(o.get("text", "") for o in printed[-1].outputs)
 
 
 def test_resume_without_replay_and_dropping_the_old_continuation(tmp_path, make_rlm, server):
@@ -119,10 +140,12 @@ def test_cli_resume_from_a_cell_index(tmp_path, make_rlm, server):
     with ScriptedServer(Router({"root-model": ["FINAL(cli resumed)"]}, sub=_sub)) as srv:
         out = tmp_path / "cli.ipynb"
         done = _cli(["run", "--resume", str(path), "--from-cell", "3", "--api-base", srv.url, "-o", str(out),
-                     "--json", "--quiet"], tmp_path)
+                     "--json"], tmp_path)
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["answer"] == "cli resumed" and result["notebook"] == str(out)
+        assert (result["replayed_subcalls"], result["subcalls"]) == (2, 0)
+        assert "rlm-kernel: 2 sub-calls replayed from the notebook, 0 new." in done.stderr
         assert srv.calls("sub-model") == []
         assert FAKE_KEY not in out.read_text() + done.stdout + done.stderr
 

@@ -50,6 +50,7 @@ class RunResult:
     elapsed_s: float
     answer_var: str | None = None
     error: str | None = None
+    replayed_subcalls: int = 0  # answered from the notebook (a resumed run's re-run cells), not counted in subcalls
     notebook: NotebookNode | None = None
     notebook_path: str | None = None
 
@@ -64,6 +65,7 @@ class RunResult:
             "error": self.error,
             "iterations": self.iterations,
             "subcalls": self.subcalls,
+            "replayed_subcalls": self.replayed_subcalls,
             "usage": {m: {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
                           "calls": u["calls"], "cost_usd": u["cost_usd"]} for m, u in self.usage.items()},
             "cost_usd": self.cost_usd,
@@ -556,6 +558,7 @@ class Run:
             iterations=self.iteration, subcalls=budget.subcalls if self.depth == 0 else self.subcalls_made,
             usage=budget.ledger.as_dict(), cost_usd=budget.ledger.cost_usd,
             elapsed_s=time.monotonic() - self.started, answer_var=answer_var, error=error,
+            replayed_subcalls=self.tree.replayed if self.depth == 0 else 0,
         )
         self.sink.status(self, self.status("ended", reason))
         self.sink.run_ended(self, result)

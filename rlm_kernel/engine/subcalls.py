@@ -52,6 +52,7 @@ class SubcallRecord:
     child: dict[str, Any] | None = None
     replayed: bool = False  # the response came from the notebook, not a model call
     pinned: bool = False  # a person edited the response and pinned it
+    edited_prompt: str | None = None  # a pinned call whose prompt a person rewrote (the hash stays the code's)
     cell_id: str | None = None  # the notebook cell whose code made the call
     started: float = field(default_factory=time.monotonic)
 
@@ -60,6 +61,8 @@ class SubcallRecord:
         usage = recorded.get("usage") or {}
         self.status, self.response, self.replayed = "done", recorded.get("response") or "", True
         self.pinned = bool(recorded.get("pinned"))
+        if self.pinned and recorded.get("edited_prompt") is not None:
+            self.edited_prompt = recorded["edited_prompt"]
         self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         self.completion_tokens = int(usage.get("completion_tokens") or 0)
         self.cost_usd, self.latency_s = 0.0, 0.0
@@ -97,6 +100,8 @@ class SubcallRecord:
             record["replayed"] = True
         if self.pinned:
             record["pinned"] = True
+        if self.edited_prompt is not None:
+            record["edited_prompt"] = self.edited_prompt
         return record
 
 
