@@ -349,3 +349,14 @@ def test_ordinary_text_is_left_alone(text):
 
     assert redact(text) == text
     assert redact(json.dumps(text)) == json.dumps(text)
+
+
+def test_a_key_shaped_string_printed_by_generated_code_never_reaches_the_notebook(run_rlm, tmp_path):
+    # not a key of this environment: only its shape gives it away
+    key = SHAPED_KEYS["google"]
+    out = tmp_path / "run.ipynb"
+    code = f"```repl\nleaked = 'AI' + 'za' + {key[4:]!r}\nprint('found', leaked)\n```\nFINAL(done)"
+    result, _ = run_rlm(root=[code], output=out)
+    assert result.reason == "final"
+    text = out.read_text(encoding="utf-8")
+    assert "found" in text and key not in text and "<redacted>" in text

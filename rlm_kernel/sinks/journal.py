@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
+from ..errors import redact
 from .base import Sink
 from .notebook import check_writable
 
@@ -61,7 +62,7 @@ class JournalSink(Sink):
     def _write(self, record: dict[str, Any], sync: bool = False) -> None:
         """Append a line; ``sync`` also asks the disk to keep it (fsync):
         once per finished step, so a machine that dies keeps it too."""
-        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = redact(json.dumps(record, ensure_ascii=False, default=str))
         with self._lock:
             if self._handle is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
-from ..errors import RLMError, redact_secrets
+from ..errors import RLMError, redact
 from .base import Sink
 
 if TYPE_CHECKING:
@@ -28,8 +28,9 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: boo
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # A key that generated code printed (or a provider echoed) never reaches the file.
-        text = redact_secrets(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True))
+        # A key that generated code printed (or a provider echoed, or a person
+        # typed) never reaches the file: known secrets and key-shaped strings.
+        text = redact(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.write("\n")
