@@ -532,3 +532,14 @@ def test_child_run_tokens_are_its_own_not_its_siblings(run_rlm):
             own += record["usage"]["prompt_tokens"] + record["usage"]["completion_tokens"]
     assert own > 0
     assert child["usage"]["prompt_tokens"] + child["usage"]["completion_tokens"] == own
+
+
+def test_a_helper_error_shows_the_callers_line_not_our_frames(run_rlm):
+    code = "answers = llm_query_batched(['a', 'b', 'c'])"
+    result, _ = run_rlm(root=[repl(code), "FINAL(stop)"], max_subcalls=2)
+    cell = next(c for c in result.notebook.cells if c.cell_type == "code" and "llm_query_batched" in c.source)
+    error = next(o for o in cell.outputs if o.output_type == "error")
+    assert error.ename == "BudgetExceeded"
+    text = "\n".join(error.traceback)
+    assert "llm_query_batched(['a', 'b', 'c'])" in text
+    assert "rlm_kernel" not in text and "subcalls.py" not in text, text

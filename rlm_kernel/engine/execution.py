@@ -23,6 +23,7 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import Type
 
+from . import tracebacks
 from .capture import CellCapture, capturing, current
 
 
@@ -119,7 +120,9 @@ def new_headless_shell(namespace: dict[str, Any] | None = None) -> HeadlessShell
         HeadlessShell.instance(config=config)
     else:
         install_shell_hooks(InteractiveShell.instance())
-    return HeadlessShell(config=config, user_ns=namespace if namespace is not None else {})
+    shell = HeadlessShell(config=config, user_ns=namespace if namespace is not None else {})
+    tracebacks.install(shell)
+    return shell
 
 
 def install_shell_hooks(shell: InteractiveShell) -> None:
@@ -128,6 +131,7 @@ def install_shell_hooks(shell: InteractiveShell) -> None:
     through."""
     if isinstance(shell, HeadlessShell) or getattr(shell, "_rlm_hooks_installed", False):
         return
+    tracebacks.install(shell)
     publisher = shell.display_pub
     original_publish = publisher.publish
     original_clear = publisher.clear_output

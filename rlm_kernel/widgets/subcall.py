@@ -24,7 +24,14 @@ CHUNK = 16  # rows per HTML widget
 MAX_ROWS = 512
 MD_ROWS = 6  # rows in the markdown form (the cell metadata has every call)
 MIME_WIDGET = "application/vnd.jupyter.widget-view+json"
-_STATUS_COLOURS = {"queued": "#888", "running": "#1a73e8", "done": "#188038", "error": "#d93025"}
+_STATUS_COLOURS = {"queued": "#888", "running": "#1a73e8", "done": "#188038", "error": "#d93025",
+                   "cancelled": "#b06000"}
+
+
+def shown_status(record: SubcallRecord) -> str:
+    """The status as a person reads it: a call the run's stop cancelled is
+    'cancelled' (its record keeps status 'error', error 'cancelled')."""
+    return "cancelled" if record.status == "error" and record.error == "cancelled" else record.status
 
 
 def _cost(value: float | None) -> str:
@@ -45,7 +52,8 @@ def _one_line(text: str | None, limit: int = 90) -> str:
 
 def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CHARS) -> str:
     """One call as an expandable HTML row (all text escaped: model output is untrusted)."""
-    colour = _STATUS_COLOURS.get(record.status, "#888")
+    status = shown_status(record)
+    colour = _STATUS_COLOURS.get(status, "#888")
     edited = getattr(record, "edited_prompt", None)
     latency = f"{record.latency_s:.2f} s" if record.latency_s is not None else "…"
     tokens = f"{record.prompt_tokens:,}+{record.completion_tokens:,} tok"
@@ -58,7 +66,7 @@ def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CH
         if on
     )
     summary = (
-        f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{record.status}</span>{flags} "
+        f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{status}</span>{flags} "
         f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
         f"<span class='rlm-sc-preview'>{html.escape(_one_line(edited if edited is not None else record.prompt))}</span>"
     )
@@ -75,12 +83,12 @@ def record_html(record: SubcallRecord, open_: bool = False, limit: int = VIEW_CH
         f"{html.escape(_clip(answer, limit))}</pre>"
     )
     state = " open" if open_ else ""
-    return f"<details class='rlm-sc-row' data-status='{record.status}'{state}><summary>{summary}</summary>{body}</details>"
+    return f"<details class='rlm-sc-row' data-status='{status}'{state}><summary>{summary}</summary>{body}</details>"
 
 
 def record_markdown(record: SubcallRecord) -> str:
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
-    status = record.status + (" (pinned)" if record.pinned else "") + (" (replayed)" if record.replayed else "")
+    status = shown_status(record) + (" (pinned)" if record.pinned else "") + (" (replayed)" if record.replayed else "")
     return (
         f"| {status} | `{record.model}` | {record.prompt_tokens}+{record.completion_tokens} | "
         f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
@@ -111,13 +119,14 @@ class SubcallView:
 
     # -- text forms ----------------------------------------------------------
     def title(self) -> str:
-        done = sum(r.status in ("done", "error") for r in self.records)
-        errors = sum(r.status == "error" for r in self.records)
+        shown = [shown_status(r) for r in self.records]
+        done = sum(s in ("done", "error") for s in shown)
+        errors, cancelled = shown.count("error"), shown.count("cancelled")
         name = ("rlm_query" if self.kind == "rlm" else "llm_query") + ("_batched" if self.batched else "")
         model = self.records[0].model if self.records else ""
         cost = None if any(r.cost_usd is None for r in self.records) else sum(r.cost_usd or 0 for r in self.records)
         tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.records)
-        failed = f", {errors} failed" if errors else ""
+        failed = (f", {errors} failed" if errors else "") + (f", {cancelled} cancelled" if cancelled else "")
         return f"{name} → {model}: {done} of {len(self.records)} done{failed} · {tokens:,} tok · {_cost(cost)}"
 
     def markdown(self) -> str:
