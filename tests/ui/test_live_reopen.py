@@ -109,6 +109,14 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     # Rows still expand to show the prompt and the response.
     reopened.locator(".rlm-sc-row summary").first.click()
     expect(reopened.locator(".rlm-sc-row").first.locator(".rlm-sc-response")).to_contain_text("note on section 0")
+    # Without its kernel side the view says it is a saved one, shows no dead edit
+    # button and no broken-link icon on each part.
+    expect(reopened.locator(".widget-button", has_text="Edit response")).to_be_hidden()
+    note = reopened.evaluate("el => getComputedStyle(el.closest('.rlm-subcall-widget'), '::after').content")
+    assert "Saved view" in note, note
+    icons = reopened.evaluate("el => [...el.querySelectorAll('.jupyter-widgets-disconnected')]"
+                              ".filter(n => getComputedStyle(n, '::before').display !== 'none').length")
+    assert icons == 0, icons
     # A model-less frontend would show the markdown form instead: nothing says "Error" or "Loading".
     assert "Error displaying widget" not in batch.inner_text()
     answer = page.locator(".rlm-answer-cell")
