@@ -1,5 +1,6 @@
-"""Many short %%rlm runs back to back in the same notebook: every one of
-them must finish (found by bench_live_speed.py: a run sometimes never starts
+"""Many short %%rlm runs back to back in the same notebook (``--fresh``: a
+re-run cell would otherwise find its run below and not ask the model): every
+one of them must finish (found by bench_live_speed.py: a run sometimes never starts
 and its cell stays [*] forever)."""
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def test_back_to_back_runs_all_finish(page: Page, lab_server, request) -> None:
     with ScriptedServer(_instant) as server:
         path = lab_server.write_notebook(
             "repeat.ipynb",
-            [code_cell("context = 'quick ' * 100", "ctx"), code_cell(f"{rlm_magic(server.url)}\nQuick?", "ask")],
+            [code_cell("context = 'quick ' * 100", "ctx"), code_cell(f"{rlm_magic(server.url, '--fresh')}\nQuick?", "ask")],
             kernel="rlm",
         )
         open_notebook(page, lab_server, path)
