@@ -351,3 +351,14 @@ def test_cli_errors_are_one_sentence(capsys: pytest.CaptureFixture[str], monkeyp
         _parser().parse_args(["bench", "suite", "--suite", "sniah", "--lengths", "8q"])
     assert caught.value.code == 2
     assert "Not a context length" in capsys.readouterr().err
+
+
+def test_a_suite_section_run_on_the_offline_model_says_what_it_shows() -> None:
+    from rlm_kernel.bench.suites.report import format_markdown
+    from rlm_kernel.offline import MODEL
+
+    results = {"suite": "sniah", "lengths": [], "config": {"n": 1, "seed": 0, "model": MODEL, "sub_model": MODEL,
+                                                           "systems": ["ours"]}}
+    assert "tiny offline model" in format_markdown(results, "rlm-kernel bench suite ...")
+    results["config"].update(model="openai/gpt-4o-mini", sub_model="openai/gpt-4o-mini")
+    assert "tiny offline model" not in format_markdown(results, "rlm-kernel bench suite ...")

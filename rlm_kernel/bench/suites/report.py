@@ -42,6 +42,12 @@ def format_markdown(results: dict[str, Any], command: str) -> str:
     ]
     if "base" in cfg["systems"]:
         lines += ["", f"base: one call with the context cut to {cfg.get('base_max_tokens', 0):,} estimated tokens."]
+    from ...offline import MODEL as OFFLINE_MODEL
+
+    if OFFLINE_MODEL in (cfg["model"], sub):
+        lines += ["", f"{OFFLINE_MODEL} is the bundled tiny offline model (SmolLM2-135M on this CPU): these "
+                  "figures show the suite running end to end against a real model, not what either method can "
+                  "do with a capable one. Run the command with your own model to measure that."]
     return "\n".join(lines)
 
 
