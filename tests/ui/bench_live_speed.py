@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def time_kernel_alone(url: str, steps: int, repeat: int) -> list[float]:
     costs without a page competing for the CPU."""
     from jupyter_client.manager import start_new_kernel
 
-    manager, client = start_new_kernel(kernel_name="rlm")
+    workdir = tempfile.mkdtemp(prefix="rlm-bench-kernel-")  # its runs' journals land here, not in the checkout
+    manager, client = start_new_kernel(kernel_name="rlm", cwd=workdir)
     try:
         def run(code: str) -> str:
             outputs: list[dict] = []
@@ -137,6 +139,7 @@ def time_kernel_alone(url: str, steps: int, repeat: int) -> list[float]:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- browser --------------------------------------------------------------------
