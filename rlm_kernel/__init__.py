@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .api import RLM, RLMResult
@@ -27,12 +27,12 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext rlm_kernel``: register the ``%rlm`` / ``%%rlm`` magics."""
-    from .magics import load_ipython_extension as _load
+    from .kernel.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as _unload
+    from .kernel.magics import unload_ipython_extension as _unload
 
     _unload(ipython)

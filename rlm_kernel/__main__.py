@@ -6,7 +6,7 @@ from __future__ import annotations
 def main() -> None:
     from ipykernel.kernelapp import IPKernelApp
 
-    from .kernel import RLMKernel
+    from .kernel.ipkernel import RLMKernel
 
     IPKernelApp.launch_instance(kernel_class=RLMKernel)
 

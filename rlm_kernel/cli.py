@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ._words import plural
-from .errors import RLMError, redact
-from .options import add_run_options, new_parser, rlm_kwargs
+from .engine import options
+from .engine.options import new_parser
+from .errors import RLMError
+from .redaction import redact
 
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RUN_EXIT_CODES = ("exit status: 0 when the run ended with a final answer, 1 when it ended without one, "
@@ -31,7 +35,7 @@ def _parser() -> Any:
     run.add_argument("--encoding", default="utf-8", help="text encoding of the context files (default utf-8)")
     run.add_argument("--query", help="the question about the context")
     run.add_argument("--query-file", help="read the question from this file")
-    add_run_options(run)
+    options.add_arguments(run)
     run.add_argument("-o", "--output", help="trajectory notebook to write (default: rlm-run-<time>.ipynb)")
     run.add_argument("--json", action="store_true", help="print one JSON object with the result")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "run":
-            with _CtrlC() as args.ctrl_c:
+            with counting_ctrl_c() as args.ctrl_c:
                 return _run(args)
         if args.command == "lab":
             return _lab(args)
@@ -98,33 +102,39 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-class _CtrlC:
+class CtrlC:
     """Counts the SIGINTs that reach the process from outside (the engine
     sends some itself to stop a timed-out cell), so that a run that ended as
     interrupted exits 130 only when someone pressed Ctrl-C (not when they
     chose "stop" at an approval prompt)."""
 
-    def __enter__(self) -> _CtrlC:
-        from .engine.dispatch import sigints_sent
+    def __init__(self) -> None:
+        from .engine.threads import sigints_sent
 
-        self._received, self._sent = 0, sigints_sent()
-        self._saved = None
-        if threading.current_thread() is threading.main_thread():
-            self._saved = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self._received += 1
-        raise KeyboardInterrupt
+        self.received, self.sent = 0, sigints_sent()
 
     def pressed(self) -> bool:
-        from .engine.dispatch import sigints_sent
+        from .engine.threads import sigints_sent
 
-        return self._received > sigints_sent() - self._sent
+        return self.received > sigints_sent() - self.sent
 
-    def __exit__(self, *exc: object) -> None:
-        if self._saved is not None:
-            signal.signal(signal.SIGINT, self._saved)
+
+@contextlib.contextmanager
+def counting_ctrl_c() -> Iterator[CtrlC]:
+    counter = CtrlC()
+    if threading.current_thread() is not threading.main_thread():
+        yield counter
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        counter.received += 1
+        raise KeyboardInterrupt
+
+    saved = signal.signal(signal.SIGINT, handle)
+    try:
+        yield counter
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 def _run(args: Any) -> int:
@@ -146,7 +156,7 @@ def _run(args: Any) -> int:
         raise RLMError("Give the question with --query TEXT (or --query-file PATH).")
     if not args.context:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
-    rlm = RLM(**rlm_kwargs(args))
+    rlm = RLM(**options.given(args))
     loaded = load_context(args.context, encoding=args.encoding)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
     sink = None if args.quiet else ConsoleSink(sys.stderr)
@@ -181,15 +191,13 @@ def _resume(args: Any) -> int:
     from pathlib import Path
 
     from .api import RLM
-    from .magics import explicit_run_options, query_settings
     from .resume import plan
     from .sinks.console import ConsoleSink
 
     if args.query or args.query_file:
         raise RLMError("--resume continues the saved question; leave out --query.")
     saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old)
-    settings = {**query_settings(saved.options), **explicit_run_options(args)}
-    rlm = RLM(**settings)
+    rlm = RLM(**{**saved.options, **options.given(args)})
     stem = Path(args.resume)
     output = args.output or str(stem.with_name(f"{stem.stem}-resumed-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))
     sink = None if args.quiet else ConsoleSink(sys.stderr)

@@ -19,19 +19,13 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from .engine.cells import is_agent_cell, rlm_meta
+from .engine.cells import source as cell_source
 from .engine.context import LoadedContext, load_context
-from .engine.history import (
-    find_query_cell,
-    is_agent_cell,
-    parse_query_cell,
-    rebuild,
-    rlm_meta,
-    run_at,
-)
+from .engine.history import find_query_cell, rebuild, run_at
+from .engine.options import parse_query_cell
 from .errors import RLMError
 from .sinks.journal import SUFFIX, read_journal
-
-AGENT_ROLES = ("thought", "code", "answer")
 
 
 @dataclass
@@ -78,7 +72,7 @@ def context_sources(nb: NotebookNode, upto: int) -> list[str] | None:
         if meta.get("role") == "context" and meta.get("sources"):
             return list(meta["sources"])
     for cell in nb.cells[: upto + 1]:
-        source = _source(cell).strip()
+        source = cell_source(cell).strip()
         if cell.get("cell_type") == "code" and source.startswith("%rlm context ") and "\n" not in source:
             words = shlex.split(source[len("%rlm context "):])
             return [w for w in words if not w.startswith("--")] or None
@@ -116,7 +110,7 @@ def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: 
     query_index = find_query_cell(cells, upto)
     if query_index is None:
         raise RLMError(f"There is no %%rlm cell at or above cell {upto} to resume from.")
-    query, options = parse_query_cell(_source(cells[query_index]))
+    query, options = parse_query_cell(cell_source(cells[query_index]))
     run_id = run_at(cells, upto, query_index)
     if context:
         loaded: LoadedContext | None = load_context(context, encoding=encoding)
@@ -145,7 +139,7 @@ def _rerun(cell: Any, index: int, query_index: int, context_loaded: bool) -> boo
     """Which recorded cells rebuild the namespace."""
     if cell.get("cell_type") != "code":
         return False
-    source = _source(cell).lstrip()
+    source = cell_source(cell).lstrip()
     meta = rlm_meta(cell)
     if source.startswith("%%rlm") or source.startswith("%rlm") or meta.get("role") in ("query", "context"):
         return False  # the run itself, and context loading, which the plan did
@@ -170,11 +164,6 @@ def history_for(plan_: ResumePlan, view_limit: int) -> Any:
 def next_step(plan_: ResumePlan) -> int:
     steps = [int(rlm_meta(c).get("step") or 0) for c in plan_.cells if is_agent_cell(c, plan_.run_id)]
     return max(steps, default=0) + 1
-
-
-def _source(cell: Any) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
 
 
 __all__ = ["ResumePlan", "plan", "history_for", "next_step", "read_notebook"]

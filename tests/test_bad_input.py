@@ -171,7 +171,7 @@ def matrix(tmp_path_factory):
     def start_kernel() -> None:
         try:
             kernel_box["kernel"] = Kernel(base)
-            kernel_box["kernel"].execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+            kernel_box["kernel"].execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
         except BaseException as error:  # noqa: BLE001
             kernel_box["error"] = error
 

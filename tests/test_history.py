@@ -7,7 +7,8 @@ import copy
 import pytest
 from _helpers import repl
 
-from rlm_kernel.engine.history import find_query_cell, parse_query_cell, rebuild
+from rlm_kernel.engine.history import find_query_cell, rebuild
+from rlm_kernel.engine.options import parse_query_cell
 from rlm_kernel.testing.server import Script
 
 STEPS = [
@@ -30,9 +31,10 @@ def _roles(cells):
 
 
 def test_parse_query_cell():
+    # typed run options; flags that are not run options (--json here) are left out
     query, options = parse_query_cell("%%rlm --model openai/x --max-iterations 5 --json\nHow many?\nReally.")
     assert query == "How many?\nReally."
-    assert options == {"model": "openai/x", "max_iterations": "5", "json": True}
+    assert options == {"model": "openai/x", "max_iterations": 5}
 
 
 def test_unchanged_notebook_rebuilds_the_conversation_the_model_had(notebook):

@@ -158,7 +158,7 @@ def kernel(tmp_path_factory):
 
     kernel = Kernel("rlm", tmp_path_factory.mktemp("interrupt-children"))
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
         assert reply["status"] == "ok", reply
         kernel.execute("context = 'abc'")
         yield kernel

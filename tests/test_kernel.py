@@ -141,7 +141,7 @@ def kernels(workdir):
             kernel = Kernel(name, cwd)
             started[key] = kernel
             # litellm takes seconds to import: do it now, not inside a timed run
-            reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+            reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
             assert reply["status"] == "ok", reply
         except BaseException as error:  # noqa: BLE001
             errors.append(error)

@@ -23,7 +23,7 @@ def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
     with ScriptedServer(Script(root=root)) as server:
         km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=kernel_env(), startup_timeout=90)
         try:
-            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.llm import litellm_module\n"
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)
             run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
             statuses: list[tuple[str, str | None]] = []

@@ -31,7 +31,7 @@ def _script() -> list[str]:
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Any:
     kernel = Kernel("rlm", tmp_path_factory.mktemp("live-ops"))
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m\n"
+        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m\n"
                                   "import os; os.environ['OPENAI_API_KEY'] = 'sk-test-not-a-key'\n"
                                   "context = 'some text'")
         assert reply["status"] == "ok", reply

@@ -124,7 +124,7 @@ def scenario(tmp_path_factory):
         }
         runs["cli export"] = cli("cli export", "export", "cli.ipynb", "-o", "cli-export.md")
 
-        kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+        kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
         kernel_replies = {
             "context": kernel.execute(f"%rlm context {base / 'context.txt'}"),
             "run": kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
@@ -323,7 +323,7 @@ NOT_KEYS = [
 
 @pytest.mark.parametrize("name", list(SHAPED_KEYS))
 def test_a_key_shaped_string_is_redacted_wherever_it_comes_from(name):
-    from rlm_kernel.errors import redact
+    from rlm_kernel.redaction import redact
 
     key = SHAPED_KEYS[name]
     for text in (key, f"my key: {key}.", f'GEMINI = "{key}"\nprint(GEMINI)', f"line one\n{key}\nline three"):
@@ -335,7 +335,7 @@ def test_a_key_shaped_string_is_redacted_wherever_it_comes_from(name):
 
 @pytest.mark.parametrize("name", list(ASSIGNED))
 def test_a_long_random_value_given_to_a_credential_name_is_redacted(name):
-    from rlm_kernel.errors import redact
+    from rlm_kernel.redaction import redact
 
     text, value = ASSIGNED[name]
     for shown in (text, json.dumps({"text": text})):
@@ -345,7 +345,7 @@ def test_a_long_random_value_given_to_a_credential_name_is_redacted(name):
 
 @pytest.mark.parametrize("text", NOT_KEYS)
 def test_ordinary_text_is_left_alone(text):
-    from rlm_kernel.errors import redact
+    from rlm_kernel.redaction import redact
 
     assert redact(text) == text
     assert redact(json.dumps(text)) == json.dumps(text)

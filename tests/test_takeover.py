@@ -101,7 +101,7 @@ def _sub_answers(prompt: str) -> str:
 def frontend(tmp_path):
     kernel = Frontend(tmp_path)
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.llm import litellm_module as _m; _m(); del _m")
+        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
         assert reply["status"] == "ok"
         yield kernel
     finally:

@@ -75,7 +75,7 @@ def child_context(cfg: dict[str, Any]) -> dict[str, Any]:
     from ..api import RLM
     from ..engine import prompts
     from ..engine.context import load_context
-    from ..engine.llm import litellm_module
+    from ..engine.litellm_setup import load_litellm as litellm_module
 
     def note(message: str) -> None:
         print(f"[bench]   {message}", file=sys.stderr, flush=True)

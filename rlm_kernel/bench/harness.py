@@ -124,7 +124,7 @@ class _Ours:
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         from ..api import RLM
-        from ..engine.llm import litellm_module
+        from ..engine.litellm_setup import load_litellm as litellm_module
 
         litellm_module()  # part of what a run needs; imported before the timer starts
         self._rlm_class = RLM
@@ -139,9 +139,9 @@ class _Ours:
 
     @staticmethod
     def concurrency() -> int:
-        from ..engine.budget import Limits
+        from ..engine.options import BY_NAME
 
-        return Limits().concurrency
+        return BY_NAME["concurrency"].default
 
     def run(self, context: str, root_model: str, sub_model: str, max_iterations: int,
             notebook: bool) -> dict[str, Any]:
@@ -266,12 +266,12 @@ def child_litellm_floor(cfg: dict[str, Any]) -> dict[str, Any]:
     costs, per call, on this machine."""
     import asyncio
 
-    from ..engine.budget import Limits
-    from ..engine.llm import litellm_module
+    from ..engine.litellm_setup import load_litellm as litellm_module
+    from ..engine.options import BY_NAME
 
     started = time.perf_counter()
     litellm = litellm_module()
-    concurrency = Limits().concurrency
+    concurrency = BY_NAME["concurrency"].default
     info: dict[str, Any] = {"harness": "litellm", "version": litellm_version(), "concurrency": concurrency,
                             "import_s": round(time.perf_counter() - started, 3), "rss_after_import_bytes": rss_bytes()}
     prompts = [f"prompt {i}" for i in range(cfg["prompts"])]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from .loop import Run
+    from .run import Run
 
 ACTIONS = {"": "run", "r": "run", "run": "run", "y": "run", "yes": "run",
            "e": "edit", "edit": "edit", "s": "skip", "skip": "skip", "n": "skip", "no": "skip",

@@ -2,49 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BudgetExceeded
-from .llm import Completion
-
-
-@dataclass
-class Limits:
-    """Every limit a run honours. None means unlimited."""
-
-    max_iterations: int = 30
-    max_depth: int = 1
-    max_cost: float | None = None
-    max_subcalls: int | None = None
-    max_tokens: int | None = None
-    timeout: float | None = None  # whole run, seconds
-    cell_timeout: float | None = 600.0  # one generated cell, seconds
-    concurrency: int = 64
-    max_output_chars: int = 10_000  # per code block, shown to the root model
-    no_network_in_code: bool = False  # generated code may not reach the network or start processes (guard.py)
-
-    def validate(self) -> None:
-        from ..errors import RLMError
-
-        checks = [
-            ("max_iterations", self.max_iterations, 1),
-            ("max_depth", self.max_depth, 0),
-            ("max_subcalls", self.max_subcalls, 0),
-            ("max_tokens", self.max_tokens, 1),
-            ("concurrency", self.concurrency, 1),
-            ("max_output_chars", self.max_output_chars, 100),
-        ]
-        for name, value, lowest in checks:
-            if value is not None and (not isinstance(value, int) or value < lowest):
-                raise RLMError(f"--{name.replace('_', '-')} must be a whole number of at least {lowest}, got {value!r}.")
-        for name, value in (("max_cost", self.max_cost), ("timeout", self.timeout), ("cell_timeout", self.cell_timeout)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value <= 0):
-                raise RLMError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}.")
+from .model_client import Completion
 
 
 @dataclass
@@ -107,8 +71,8 @@ class Budget:
     """Counts what a run tree has spent against its limits. Thread-safe: the
     generated code reserves sub-calls from its own thread."""
 
-    def __init__(self, limits: Limits, ledger: Ledger | None = None) -> None:
-        self.limits = limits
+    def __init__(self, limits: Any, ledger: Ledger | None = None) -> None:
+        self.limits = limits  # the run's RunOptions
         self.ledger = ledger or Ledger()
         self.started = time.monotonic()
         self.deadline = self.started + limits.timeout if limits.timeout else None

@@ -9,11 +9,13 @@ kernel) everything still reaches the frontend as usual, up to the same bound.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-from ..errors import redact_secrets, secret_values
+from ..redaction import Redactor
 from .protocol import strip_ansi, truncate_middle
 
 _local = threading.local()
@@ -23,16 +25,23 @@ def current() -> CellCapture | None:
     return getattr(_local, "capture", None)
 
 
-class suspended:  # noqa: N801 - used as a context manager
-    """``with suspended():`` this thread's output goes on as if no cell were
-    being captured (UI updates run while a cell waits on sub-calls)."""
+def is_subcall_view(output: dict[str, Any]) -> bool:
+    """Whether an output is a view of the cell's own sub-calls (marked
+    ``metadata.rlm.subcall_view``): the code already holds their results,
+    so the root model is not shown it."""
+    return bool((output.get("metadata") or {}).get("rlm", {}).get("subcall_view"))
 
-    def __enter__(self) -> None:
-        self._previous = current()
-        _local.capture = None
 
-    def __exit__(self, *exc: object) -> None:
-        _local.capture = self._previous
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """This thread's output goes on as if no cell were being captured (UI
+    updates run while a cell waits on sub-calls)."""
+    previous = current()
+    _local.capture = None
+    try:
+        yield
+    finally:
+        _local.capture = previous
 
 
 class BoundedText:
@@ -107,26 +116,17 @@ class CellCapture:
         self._closed_kept = 0  # characters kept by segments that other output followed
         self._rich = 0
         self.dropped = 0  # displays and results not kept (over MAX_RICH_OUTPUTS)
-        self._secrets = secret_values()
+        self._redactor = Redactor()
         self.execution_count: int | None = None
         self._lock = threading.Lock()
 
     def redact(self, text: str) -> str:
         """``text`` with any API key or token replaced (code may print os.environ)."""
-        return redact_secrets(text, self._secrets) if self._secrets else text
+        return self._redactor.text(text)
 
     def redact_bundle(self, data: dict[str, Any]) -> dict[str, Any]:
         """A MIME bundle with its text values redacted."""
-        if not self._secrets:
-            return dict(data)
-        return {kind: self._redact_value(value) for kind, value in data.items()}
-
-    def _redact_value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redact(value)
-        if isinstance(value, list):
-            return [self.redact(v) if isinstance(v, str) else v for v in value]
-        return value
+        return self._redactor.bundle(data)
 
     # -- streams -------------------------------------------------------------
     def stream(self, name: str, text: str) -> bool:
@@ -231,7 +231,7 @@ class CellCapture:
                 total += item[1].total
                 continue
             kind = item["output_type"]
-            if (item.get("metadata") or {}).get("rlm", {}).get("subcall_view"):
+            if is_subcall_view(item):
                 continue
             if kind == "error":
                 text = _error_text(item)
@@ -258,7 +258,7 @@ def outputs_view(outputs: list[dict[str, Any]], limit: int) -> tuple[str, int]:
             parts.append("".join(text) if isinstance(text, list) else text)
         elif kind == "error":
             parts.append(_error_text(item))
-        elif (item.get("metadata") or {}).get("rlm", {}).get("subcall_view"):
+        elif is_subcall_view(item):
             continue
         else:
             text = _data_text(item.get("data", {}))
@@ -268,8 +268,6 @@ def outputs_view(outputs: list[dict[str, Any]], limit: int) -> tuple[str, int]:
 
 
 def _data_text(data: dict[str, Any]) -> str:
-    if "application/vnd.rlm.subcall+json" in data or "application/vnd.jupyter.widget-view+json" in data:
-        return ""  # sub-call widgets: the code already holds their results
     if "text/plain" in data:
         plain = data["text/plain"]
         return "".join(plain) if isinstance(plain, list) else str(plain)
@@ -339,26 +337,22 @@ def install_stream_routers() -> dict[str, StreamRouter]:
     return routers
 
 
-class capturing:  # noqa: N801 - used as a context manager
-    """``with capturing(capture):`` routes this thread's output to ``capture``
-    and puts back sys.stdout/sys.stderr if the code replaced them."""
-
-    def __init__(self, capture: CellCapture) -> None:
-        self.capture = capture
-
-    def __enter__(self) -> CellCapture:
-        self._routers = install_stream_routers()
-        self._previous = current()
-        _local.capture = self.capture
-        return self.capture
-
-    def __exit__(self, *exc: object) -> None:
-        _local.capture = self._previous
+@contextlib.contextmanager
+def capturing(capture: CellCapture) -> Iterator[CellCapture]:
+    """Route this thread's output to ``capture``; put back sys.stdout and
+    sys.stderr if the code replaced them."""
+    routers = install_stream_routers()
+    previous = current()
+    _local.capture = capture
+    try:
+        yield capture
+    finally:
+        _local.capture = previous
         with _install_lock:
-            for name, router in self._routers.items():
+            for name, router in routers.items():
                 if getattr(sys, name) is not router:
                     setattr(sys, name, router)
-        if self.capture.suppressed and self.capture.passthrough:
-            self._routers["stdout"].target.write(
-                f"\n[rlm: {self.capture.suppressed:,} more characters of output were not shown]\n"
+        if capture.suppressed and capture.passthrough:
+            routers["stdout"].target.write(
+                f"\n[rlm: {capture.suppressed:,} more characters of output were not shown]\n"
             )

@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import threading
 import time
 import traceback
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,31 +275,25 @@ class _Discarding(dict):  # type: ignore[type-arg]
         return []
 
 
-class _output_history_off:  # noqa: N801 - used as a context manager
+@contextlib.contextmanager
+def _output_history_off(shell: InteractiveShell) -> Iterator[None]:
     """IPython 9 also appends everything a cell writes to
     ``history_manager.outputs``, a dict shared by every shell in the process
     and never trimmed: a generated cell printing a gigabyte kept a gigabyte.
     Generated cells keep their outputs in the (bounded) cell capture instead."""
-
-    def __init__(self, shell: InteractiveShell) -> None:
-        self.manager = getattr(shell, "history_manager", None)
-
-    def __enter__(self) -> None:
-        manager = self.manager
-        if manager is None or not hasattr(manager, "outputs"):
-            self.manager = None
-            return
-        self._saved = manager.__dict__.get("outputs", _MISSING)
-        manager.outputs = _Discarding()
-
-    def __exit__(self, *exc: object) -> None:
-        manager = self.manager
-        if manager is None:
-            return
-        if self._saved is _MISSING:
+    manager = getattr(shell, "history_manager", None)
+    if manager is None or not hasattr(manager, "outputs"):
+        yield
+        return
+    saved = manager.__dict__.get("outputs", _MISSING)
+    manager.outputs = _Discarding()
+    try:
+        yield
+    finally:
+        if saved is _MISSING:
             del manager.outputs
         else:
-            manager.outputs = self._saved
+            manager.outputs = saved
 
 
 _MISSING = object()

@@ -7,16 +7,15 @@ This is what "continue from here" and ``rlm-kernel run --resume`` stand on.
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._words import plural
 from . import prompts
 from .capture import outputs_view
+from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, rlm_meta, source
+from .options import parse_query_cell
 from .protocol import cell_feedback
-
-AGENT_ROLES = ("thought", "code", "answer")
 
 
 @dataclass
@@ -30,41 +29,12 @@ class Rebuilt:
     last_index: int
     interventions: int = 0
     sources: list[str] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def rlm_meta(cell: Any) -> dict[str, Any]:
-    return (cell.get("metadata") or {}).get("rlm") or {}
-
-
-def is_agent_cell(cell: Any, run_id: str | None = None) -> bool:
-    meta = rlm_meta(cell)
-    return meta.get("role") in AGENT_ROLES and (run_id is None or meta.get("run_id") == run_id)
-
-
-def parse_query_cell(source: str) -> tuple[str, dict[str, Any]]:
-    """Split a ``%%rlm --flags`` cell into its query and its options."""
-    first, _, body = source.partition("\n")
-    options: dict[str, Any] = {}
-    words = shlex.split(first[len("%%rlm"):]) if first.startswith("%%rlm") else []
-    key = None
-    for word in words:
-        if word.startswith("--"):
-            key = word[2:].replace("-", "_")
-            options[key] = True
-        elif key is not None:
-            options[key] = word
-            key = None
-    return body.strip(), options
 
 
 def find_query_cell(cells: list[Any], upto: int) -> int | None:
     """The index of the last ``%%rlm`` query cell at or above ``upto``."""
     for index in range(min(upto, len(cells) - 1), -1, -1):
-        cell = cells[index]
-        if rlm_meta(cell).get("role") == "query" or (
-            cell.get("cell_type") == "code" and _source(cell).startswith("%%rlm")
-        ):
+        if is_query_cell(cells[index]):
             return index
     return None
 
@@ -86,7 +56,7 @@ def rebuild(
     if query_index is None:
         raise ValueError("no %%rlm cell at or above that cell to continue from")
     query_cell = cells[query_index]
-    query, options = parse_query_cell(_source(query_cell))
+    query, options = parse_query_cell(source(query_cell))
     run_id = run_at(cells, upto, query_index)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.SYSTEM_PROMPT},
@@ -117,10 +87,10 @@ def rebuild(
                 current_step = cell_step
             step = max(step, int(cell_step or 0))
             if cell.get("cell_type") == "markdown":
-                if _source(cell).strip():
-                    reply.append(_source(cell))
+                if source(cell).strip():
+                    reply.append(source(cell))
             else:
-                reply.append(f"```repl\n{_source(cell)}\n```")
+                reply.append(f"```repl\n{source(cell)}\n```")
                 if meta.get("status") == "skipped" or cell.get("execution_count") is None and not cell.get("outputs"):
                     feedback.append("A code block was not run.")
                 else:
@@ -163,21 +133,16 @@ def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: 
 
 
 def _intervention(cell: Any, view_limit: int) -> str:
-    source = _source(cell).strip()
-    if source.startswith("%rlm continue"):
+    text = source(cell).strip()
+    if text.startswith("%rlm continue"):
         return ""
     if cell.get("cell_type") == "markdown":
-        return f"The user wrote a note:\n{source}" if source else ""
-    if cell.get("cell_type") != "code" or not source:
+        return f"The user wrote a note:\n{text}" if text else ""
+    if cell.get("cell_type") != "code" or not text:
         return ""
     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
     out = f"\nIts output ({plural(chars, 'character')}):\n{view.rstrip()}" if view.strip() else "\nIt printed nothing."
-    return f"The user stepped in and ran this cell in the same session:\n```python\n{source}\n```{out}"
-
-
-def _source(cell: Any) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+    return f"The user stepped in and ran this cell in the same session:\n```python\n{text}\n```{out}"
 
 
 def run_at(cells: list[Any], upto: int, query_index: int) -> str:
@@ -198,7 +163,7 @@ def run_at(cells: list[Any], upto: int, query_index: int) -> str:
         meta = rlm_meta(cell)
         if meta.get("role") in AGENT_ROLES and meta.get("run_id"):
             return str(meta["run_id"])
-        if meta.get("role") == "query" or _source(cell).startswith("%%rlm"):
+        if is_query_cell(cell):
             break
     return ""
 

@@ -20,16 +20,9 @@ import threading
 from collections import defaultdict, deque
 from typing import Any
 
+from .cells import rlm_meta
+from .cells import source as cell_source
 from .subcalls import prompt_hash
-
-
-def _meta(cell: Any) -> dict[str, Any]:
-    return (cell.get("metadata") or {}).get("rlm") or {}
-
-
-def _source(cell: Any) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
 
 
 class ReplayCursor:
@@ -105,11 +98,11 @@ class ReplayBook:
         book had for those cells)."""
         with self._lock:
             for cell in cells:
-                records = _meta(cell).get("subcalls")
+                records = rlm_meta(cell).get("subcalls")
                 cell_id = cell.get("id")
                 if records and cell_id:
                     self.cells[cell_id] = [dict(r) for r in records]
-                    self._by_source[_source(cell).strip()] = cell_id
+                    self._by_source[cell_source(cell).strip()] = cell_id
 
     def set_cell(self, cell_id: str, records: list[dict[str, Any]], source: str | None = None) -> None:
         with self._lock:

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
-from .dispatch import submit
-from .llm import ModelCallError
+from .engine_loop import submit
+from .model_client import ModelCallError
 
 if TYPE_CHECKING:
-    from .loop import Run
+    from .run import Run
 
 PREVIEW_CHARS = 48  # the prompt itself is not kept: its hash and a one-line preview
 
@@ -190,7 +190,7 @@ class SubcallHelpers:
 
     def _check_depth(self) -> None:
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
-        limit = self.run.tree.limits.max_depth
+        limit = self.run.tree.options.max_depth
         if self.run.depth + 1 > limit:
             raise RecursionLimitError(
                 f"rlm_query from depth {self.run.depth} would exceed --max-depth {limit}; "
@@ -235,7 +235,7 @@ class SubcallHelpers:
             record.started = time.monotonic()
             self.run.subcall_changed(record)
             try:
-                completion = await tree.llm.complete(
+                completion = await tree.client.complete(
                     endpoint, [{"role": "user", "content": record.prompt}], deadline=tree.budget.deadline
                 )
             except ModelCallError as error:

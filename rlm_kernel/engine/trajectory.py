@@ -8,7 +8,8 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from .. import __version__
+from .._version import __version__
+from .._words import plural
 
 ANSWER_PREVIEW_CHARS = 4000
 
@@ -21,10 +22,8 @@ def _meta(run_id: str, step: int, role: str, **extra: Any) -> dict[str, Any]:
     return {"rlm": {"run_id": run_id, "step": step, "role": role, **{k: v for k, v in extra.items() if v is not None}}}
 
 
-def query_cell(run_id: str, query: str, options: dict[str, Any]) -> NotebookNode:
-    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in options.items()
-                     if v is not None)
-    source = f"%%rlm {flags}".rstrip() + "\n" + query
+def query_cell(run_id: str, source: str) -> NotebookNode:
+    """The ``%%rlm`` cell a run starts with (``source``: its flags and query)."""
     return nbformat.v4.new_code_cell(source, id=new_cell_id(), metadata=_meta(run_id, 0, "query"))
 
 
@@ -39,11 +38,11 @@ def code_cell(run_id: str, step: int, code: str, **extra: Any) -> NotebookNode:
 def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reason: str) -> NotebookNode:
     text = answer_text(answer)
     if variable:
-        head = f"**Final answer** (the value of `{variable}`, {_count(len(text), 'character')})"
+        head = f"**Final answer** (the value of `{variable}`, {plural(len(text), 'character')})"
     else:
         head = "**Final answer**"
     body = text if len(text) <= ANSWER_PREVIEW_CHARS else (
-        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {_count(len(text) - ANSWER_PREVIEW_CHARS, 'more character')}"
+        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {plural(len(text) - ANSWER_PREVIEW_CHARS, 'more character')}"
         + (f" in `{variable}`" if variable else "") + "*"
     )
     source = f"{head}\n\n{_quote(body)}"
@@ -65,10 +64,6 @@ def answer_text(answer: Any) -> str:
     if answer is None:
         return ""
     return answer if isinstance(answer, str) else str(answer)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _quote(text: str) -> str:

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import RLMError, redact
+from ..errors import RLMError
+from ..redaction import redact
 from .runs import RunView, count, read_runs, select_runs
 
 FORMATS = ("rlms-jsonl", "sft", "markdown")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.history import rlm_meta
+from ..engine.cells import rlm_meta
 from ..engine.protocol import truncate_middle
 from .runs import RunView, Step, count, output_texts, source
 

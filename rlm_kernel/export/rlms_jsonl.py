@@ -40,7 +40,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import __version__
-from ..engine.history import rlm_meta
+from ..engine.cells import rlm_meta
 from .runs import RunView, Step, output_texts, prompt_shown, source
 
 NOT_RUN = "This code block was not run."

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import prompts
-from ..engine.budget import Limits
 from ..engine.capture import outputs_view
-from ..engine.history import find_query_cell, parse_query_cell, rebuild, rlm_meta
+from ..engine.cells import AGENT_ROLES, rlm_meta, source
+from ..engine.history import find_query_cell, rebuild
+from ..engine.options import OPTIONS, parse_query_cell
 
-AGENT_ROLES = ("thought", "code", "answer")
 # Any metadata key that looks like a credential is never copied into an export.
 _SECRET_KEY = re.compile(
     r"(^|[_-])(api[_-]?key|key|token|secret|password|passwd|authori[sz]ation|credentials?)$", re.I)
@@ -34,11 +34,6 @@ def scrub(value: Any) -> Any:
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return copy.deepcopy(value)
-
-
-def source(cell: Any) -> str:
-    text = cell.get("source", "")
-    return "".join(text) if isinstance(text, list) else text
 
 
 def output_texts(cell: Any) -> tuple[str, str]:
@@ -134,18 +129,13 @@ class RunView:
     @property
     def limits(self) -> dict[str, Any]:
         """The run's limits (``max_iterations``, ``max_depth``, ...), defaults filled in."""
-        limits = dict(vars(Limits()))
+        limits = {o.name: o.default for o in OPTIONS if o.limit}
         if self.record.get("limits"):
             limits.update(self.record["limits"])
         elif self.inherited_limits:
             limits.update(self.inherited_limits)
         else:
-            for key, value in self.options.items():
-                if key in limits and isinstance(value, str):
-                    try:
-                        limits[key] = float(value) if "." in value else int(value)
-                    except ValueError:
-                        pass
+            limits.update({key: value for key, value in self.options.items() if key in limits})
         return limits
 
     @property

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import IO, TYPE_CHECKING, Any
 
 from .._words import plural
-from .base import Sink
+from ..engine.sink import Sink
 from .display import status_line
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.loop import Run, RunResult
+    from ..engine.result import RunResult
+    from ..engine.run import Run
 
 
 class ConsoleSink(Sink):

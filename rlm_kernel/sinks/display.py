@@ -15,17 +15,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import Sink
+from .._words import plural
+from ..engine.sink import Sink
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.dispatch import CallerThread
-    from ..engine.loop import Run, RunResult
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    from ..engine.run import Run
+    from ..engine.threads import CallerThread
 
 
 def status_line(status: dict[str, Any]) -> str:
@@ -38,7 +35,7 @@ def status_line(status: dict[str, Any]) -> str:
     head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
     return (
         f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')} · depth {status.get('depth', 0)}"
-        f" · {_plural(status.get('subcalls', 0), 'sub-call')} · {token_text} · {cost_text}"
+        f" · {plural(status.get('subcalls', 0), 'sub-call')} · {token_text} · {cost_text}"
         f" · {elapsed // 60}:{elapsed % 60:02d}"
     )
 
@@ -111,7 +108,7 @@ class DisplaySink(Sink):
                 self._status_shown_at = now
                 self._post(self._show_status)
             elif not self._status_timer:
-                from ..engine.dispatch import engine_loop
+                from ..engine.engine_loop import engine_loop
 
                 self._status_timer = True
                 loop = engine_loop()
@@ -129,11 +126,6 @@ class DisplaySink(Sink):
             text, self._status_text = self._status_text, None
         if text is not None and self._status_handle is not None:
             self._status_handle.update({"text/plain": text}, raw=True)
-
-    def show_end(self, result: RunResult) -> None:
-        """Called on the main thread once the run is over."""
-        if result.notebook_path:
-            print(f"Trajectory saved to {result.notebook_path}")
 
 
 def _display(data: dict[str, Any]) -> None:

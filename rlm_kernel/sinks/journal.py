@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from ..errors import redact
-from .base import Sink
-from .notebook import check_writable
+from ..engine.sink import Sink
+from ..redaction import redact
+from .notebook import check_writable, file_cell
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.loop import Run, RunResult
+    from ..engine.result import RunResult
+    from ..engine.run import Run
 
 SUFFIX = ".journal.jsonl"
 
@@ -93,13 +94,13 @@ class JournalSink(Sink):
 
     def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
         if run.depth == 0 and cell.cell_type != "code":
-            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
         elif run.depth == 0 and cell.metadata.get("rlm", {}).get("role") in ("query", "context"):
-            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth == 0:
-            self._write({"kind": "cell", "cell": _plain(dict(cell))})
+            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         # A new step begins: the lines of the step before are final, keep them on disk.

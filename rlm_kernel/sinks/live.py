@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .base import Sink
+from ..engine.sink import Sink
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.dispatch import CallerThread
-    from ..engine.loop import Run, RunResult
+    from ..engine.result import RunResult
+    from ..engine.run import Run
+    from ..engine.threads import CallerThread
 
 PROTOCOL = "rlm/1"
 _HIDDEN_ROLES = ("context", "query")
@@ -119,7 +120,7 @@ class LiveSink(Sink):
         if op == "run_ended":
             self.thread.post(self.flush)
         elif first:
-            from ..engine.dispatch import engine_loop
+            from ..engine.engine_loop import engine_loop
 
             loop = engine_loop()
             loop.call_soon_threadsafe(loop.call_later, BATCH_WINDOW_S, self._flush_later)
@@ -145,7 +146,7 @@ class LiveSink(Sink):
         self.run = run
         self.channel.active = self
         self._send("run_started", run_id=run.run_id, anchor_cell_id=self.anchor, parent_msg_id=self.parent_msg_id,
-                   query=run.query, max_iterations=run.tree.limits.max_iterations, depth=run.depth)
+                   query=run.query, max_iterations=run.tree.options.max_iterations, depth=run.depth)
 
     def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
         if run.depth or cell.metadata.get("rlm", {}).get("role") in _HIDDEN_ROLES:

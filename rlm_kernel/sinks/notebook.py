@@ -7,17 +7,50 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import nbformat
+from nbformat import NotebookNode
 
-from ..errors import RLMError, redact
-from .base import Sink
+from ..engine.sink import Sink
+from ..errors import RLMError
+from ..redaction import redact
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
 
-    from ..engine.loop import Run, RunResult
+    from ..engine.result import RunResult
+    from ..engine.run import Run
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def without_widget_views(outputs: list[Any]) -> list[Any]:
+    """Outputs as a file keeps them: a saved notebook has no widget state, so
+    widget views are left out (their other forms, such as markdown, stay)."""
+    kept = []
+    for output in outputs:
+        data = output.get("data")
+        if data and WIDGET_VIEW in data:
+            output = nbformat.from_dict({**output, "data": {k: v for k, v in data.items() if k != WIDGET_VIEW}})
+            if not output["data"]:
+                continue
+        kept.append(output)
+    return kept
+
+
+def file_cell(cell: NotebookNode) -> NotebookNode:
+    """``cell`` as a trajectory file keeps it."""
+    if cell.get("cell_type") != "code" or not cell.get("outputs"):
+        return cell
+    return nbformat.from_dict({**cell, "outputs": without_widget_views(cell["outputs"])})
+
+
+def trajectory_notebook(run: Run, result: RunResult | None = None) -> NotebookNode:
+    """The run's trajectory as a notebook file keeps it."""
+    nb = run.notebook(result)
+    nb.cells = [file_cell(c) for c in nb.cells]
+    return nb
 
 
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: bool = True) -> None:
@@ -81,7 +114,7 @@ class NotebookSink(Sink):
 
     def _write(self, run: Run, result: RunResult | None = None) -> None:
         started = time.monotonic()
-        write_notebook(run.notebook(result), self.path, validate=result is not None)
+        write_notebook(trajectory_notebook(run, result), self.path, validate=result is not None)
         self._last = time.monotonic()
         # A big notebook takes long to write: write it less often (at most ~10% of the time).
         self._gap = max(self.interval, 10 * (self._last - started))

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..engine.replay import note_edited_prompts
+from ..engine.sink import Sink
 from ..widgets.subcall import SubcallView
-from .base import Sink
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.dispatch import CallerThread
-    from ..engine.loop import Run
+    from ..engine.run import Run
     from ..engine.subcalls import SubcallRecord
+    from ..engine.threads import CallerThread
 
 
 def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> None:

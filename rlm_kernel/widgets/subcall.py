@@ -274,7 +274,7 @@ class SubcallView:
     def _asked(self, future: concurrent.futures.Future[Any] | None, error: BaseException | None) -> None:
         """The model's answer to an edited prompt (on the engine's thread:
         widget updates go out through the kernel's thread-safe iopub)."""
-        from ..errors import redact
+        from ..redaction import redact
 
         if future is not None:
             error = future.exception() if not future.cancelled() else RuntimeError("cancelled")

@@ -21,7 +21,7 @@ from labdriver import (
 from playwright.sync_api import Page, expect
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.loop import RunResult
+from rlm_kernel.engine.result import RunResult
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.usefixtures("fresh_kernels")

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...engine.options import real_number, whole_number
 from ...errors import RLMError
-from ...options import real_number, whole_number
 from . import SUITES, SuiteError, parse_length, parse_lengths
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -129,7 +129,7 @@ def run_suite_command(args: argparse.Namespace) -> int:
 
 def _command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (without where it writes)."""
-    from ...errors import redact
+    from ...redaction import redact
 
     words = ["rlm-kernel bench suite", f"--suite {args.suite}", f"--model {args.model}"]
     if args.sub_model and args.sub_model != args.model:

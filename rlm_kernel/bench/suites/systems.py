@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import redact
+from ...redaction import redact
 from . import CHARS_PER_TOKEN, SuiteError, Task, length_label
 
 SYSTEMS = ("ours", "base", "rlms")
@@ -78,11 +78,13 @@ class Base:
 
     def __init__(self, models: Models, *, base_max_tokens: int = 100_000, max_retries: int = 4,
                  retry_base_delay: float = 0.5, **_: Any) -> None:
-        from ...engine.llm import LLMClient, ModelEndpoint, check_endpoint
+        from ...engine.litellm_client import LiteLLMClient
+        from ...engine.model_client import ModelEndpoint
+        from ...engine.providers import check_endpoint
 
         self.endpoint = ModelEndpoint(models.model, models.api_base)
         check_endpoint(self.endpoint)
-        self.llm = LLMClient(max_retries=max_retries, retry_base_delay=retry_base_delay)
+        self.client = LiteLLMClient(max_retries=max_retries, retry_base_delay=retry_base_delay)
         self.max_chars = base_max_tokens * CHARS_PER_TOKEN
 
     def prompt(self, task: Task) -> tuple[str, bool]:
@@ -92,14 +94,14 @@ class Base:
         return f"{BASE_INSTRUCTIONS}\n\nContext:\n{context}\n\nQuestion: {task.question}", len(context) < len(task.context)
 
     def answer(self, task: Task) -> Outcome:
-        from ...engine.dispatch import submit, wait_interruptibly
-        from ...engine.llm import ModelCallError
+        from ...engine.engine_loop import submit, wait_interruptibly
+        from ...engine.model_client import ModelCallError
 
         text, truncated = self.prompt(task)
         started = time.perf_counter()
         try:
             # on the engine loop, like every other model call (litellm keeps tasks on the loop it first saw)
-            reply = wait_interruptibly(submit(self.llm.complete(self.endpoint, [{"role": "user", "content": text}])))
+            reply = wait_interruptibly(submit(self.client.complete(self.endpoint, [{"role": "user", "content": text}])))
         except ModelCallError as error:
             return Outcome(None, 0, None, time.perf_counter() - started, error=str(error),
                            extra={"truncated": truncated})

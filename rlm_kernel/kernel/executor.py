@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .engine.execution import CellResult, ShellExecutor
-from .sinks.live import LiveChannel, step_msg_id
+from ..engine.execution import CellResult, ShellExecutor
+from ..sinks.live import LiveChannel, step_msg_id
 
 
 class KernelExecutor(ShellExecutor):

@@ -11,7 +11,7 @@ from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
-from . import __version__
+from .._version import __version__
 
 
 def _rlm_cell_to_await(lines: list[str]) -> list[str]:
@@ -37,9 +37,9 @@ def _rlm_continue_to_await(lines: list[str]) -> list[str]:
 
 def _warm_up() -> None:
     try:
-        from .engine.llm import litellm_module
+        from ..engine.litellm_setup import load_litellm
 
-        litellm_module()
+        load_litellm()
     except Exception:  # noqa: BLE001 - a failed warm-up shows up later, with a clear error
         pass
 
@@ -55,8 +55,8 @@ class RLMKernel(IPythonKernel):
     def __init__(self, **kwargs: Any) -> None:
         self._rlm_cells_running = 0  # %%rlm / %rlm continue cells executing now
         super().__init__(**kwargs)
+        from ..sinks.live import LiveChannel
         from .magics import RLMMagics
-        from .sinks.live import LiveChannel
 
         magics = RLMMagics(self.shell)
         self.shell.register_magics(magics)
@@ -64,7 +64,7 @@ class RLMKernel(IPythonKernel):
         self.shell.input_transformers_cleanup.append(_rlm_cell_to_await)
         self.shell.input_transformers_cleanup.append(_rlm_continue_to_await)
         self.rlm_channel = LiveChannel()
-        from .takeover import KernelSession
+        from .session import KernelSession
 
         self.rlm_session = KernelSession(self)
         # litellm takes seconds to import; warm it up without delaying the kernel's start.

@@ -1,11 +1,10 @@
 """Threads: where the loop awaits and where generated code runs.
 
-The run loop and every model call live on one background asyncio loop (the
-*engine loop*), so all sub-calls of a run share one concurrency limit and the
-caller's thread stays free. Generated code runs on a *code thread*: for a
-root run, the thread that started it (the kernel's main thread in Jupyter,
-so the Interrupt button and widgets behave as for a human cell); for a child
-run (rlm_query), a daemon thread of its own.
+The run loop and every model call live on the engine loop
+(``engine_loop.py``); generated code runs on a *code thread*: for a root run,
+the thread that started it (:class:`CallerThread`: the kernel's main thread
+in Jupyter, so the Interrupt button and widgets behave as for a human cell);
+for a child run (rlm_query), a daemon thread of its own (:class:`WorkerThread`).
 
 Stopping a run stops its whole tree: a parent that is interrupted cancels
 its children's tasks, and a cancelled child interrupts the code running on
@@ -22,69 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ctypes
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .capture import suspended
+from .engine_loop import wait_interruptibly
 
 T = TypeVar("T")
-
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def engine_loop() -> asyncio.AbstractEventLoop:
-    """The process-wide engine loop, started on first use."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def serve() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            thread = threading.Thread(target=serve, name="rlm-engine", daemon=True)
-            thread.start()
-            ready.wait()
-            _loop = loop
-            loop.rlm_thread = thread  # type: ignore[attr-defined]
-        return _loop
-
-
-def stop_engine_loop(timeout: float = 2.0) -> None:
-    """Stop the engine loop at exit, before litellm's own exit handler flushes
-    its logging queue in a loop of its own: with ours still running, both
-    took the same queued coroutine and litellm printed a traceback."""
-    loop = _loop
-    if loop is None or loop.is_closed() or not loop.is_running():
-        return
-    loop.call_soon_threadsafe(loop.stop)
-    thread = getattr(loop, "rlm_thread", None)
-    if thread is not None and thread is not threading.current_thread():
-        thread.join(timeout)
-
-
-def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    return asyncio.run_coroutine_threadsafe(coro, engine_loop())
-
-
-def wait_interruptibly(future: concurrent.futures.Future[T]) -> T:
-    """Block on an engine-loop future; Ctrl-C / Interrupt cancels it."""
-    __tracebackhide__ = True
-    try:
-        return future.result()
-    except KeyboardInterrupt:
-        future.cancel()
-        raise
-
 
 class CodeThread:
     """Runs callables on the thread that owns a run's namespace."""
@@ -156,6 +105,27 @@ class CallerThread(CodeThread):
 
     def close(self) -> None:
         self._put(_STOP)
+
+    def bind(self) -> None:
+        """Make the calling thread this code thread without serving (a
+        person's cell: the kernel runs the cell, we only wait in it)."""
+        self.thread_id = threading.get_ident()
+
+    def unbind(self) -> None:
+        """Run what is still posted (late widget updates), then let go of the thread."""
+        self.drain()
+        self.thread_id = None
+
+    def drain(self) -> None:
+        """Run every job posted so far, here and now; a failing one is dropped
+        (a late widget update must not fail the cell that made it)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            with contextlib.suppress(Exception):
+                self._run_item(item)
 
     def _run_item(self, item: Any) -> bool:
         """Run one queued item; True when the run is over."""
@@ -246,18 +216,18 @@ class CallerThread(CodeThread):
         return future.result()
 
 
-class _default_sigint:  # noqa: N801
+@contextlib.contextmanager
+def _default_sigint() -> Iterator[None]:
     """Inside a kernel's awaited cell SIGINT cancels the await; while our code
     runs we want the usual KeyboardInterrupt instead."""
-
-    def __enter__(self) -> None:
-        self._saved = None
-        if threading.current_thread() is threading.main_thread():
-            self._saved = signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._saved is not None:
-            signal.signal(signal.SIGINT, self._saved)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 class WorkerThread(CodeThread):
@@ -418,3 +388,6 @@ def _install_sleep() -> None:
     with _sleep_lock:
         if time.sleep is _real_sleep:
             time.sleep = _interruptible_sleep
+
+
+__all__ = ["CallerThread", "CodeThread", "WorkerThread", "sigints_sent"]

@@ -1,0 +1,138 @@
+"""The run builder: every entry point (``%%rlm``, ``%rlm continue``, a
+person's cell, ``RLM.completion`` / ``RLM.resume`` and so the command line)
+makes its run here, from options, a context, an executor and the frontends
+it wants (:class:`Frontends`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .engine.model_client import ModelClient
+from .engine.run import Run
+from .engine.sink import MultiSink, Sink
+from .engine.threads import CodeThread
+from .engine.tree import RunTree
+from .errors import RLMError
+
+
+@dataclass
+class LivePage:
+    """The live notebook in JupyterLab: the kernel's channel to the page, the
+    ``%%rlm`` cell the run's cells go below and that cell's request."""
+
+    channel: Any  # sinks.live.LiveChannel
+    anchor_cell_id: str | None
+    parent_msg_id: str | None
+
+
+@dataclass
+class Frontends:
+    """Where a run shows or keeps what happens; each part is optional."""
+
+    notebook: str | os.PathLike[str] | None = None  # the trajectory file, rewritten as the run goes
+    journal: str | os.PathLike[str] | None = None  # the crash journal of finished steps
+    keep_journal: bool = False  # keep it after a clean end (a live notebook may be unsaved)
+    console: IO[str] | None = None  # progress lines on a terminal
+    subcall_views: bool = True  # each sub-call shown in the output of the cell that made it
+    widgets: bool = False  # ... as live widgets (a kernel with a page)
+    cell_output: bool = False  # the %%rlm cell's own output: a status line, and the steps unless `live`
+    live: LivePage | None = None
+    session: Any = None  # the kernel session: replay book, pins, "ask the model", page ops
+    continue_cell: str | None = None  # the %rlm continue cell, marked with the continuation it made
+    sinks: Sequence[Sink] = field(default_factory=tuple)  # any more, after ours
+
+
+def model_client(options: Any) -> ModelClient:
+    """The model client for these options."""
+    from .engine.litellm_client import LiteLLMClient
+
+    return LiteLLMClient(max_retries=options.max_retries, retry_base_delay=options.retry_base_delay,
+                         request_timeout=options.request_timeout)
+
+
+def check_models(options: Any) -> None:
+    """Refuse, in one sentence, a model that cannot be used (name, key, server)."""
+    from .engine.providers import check_endpoint
+    from .engine.tree import endpoints
+
+    root, sub = endpoints(options)
+    check_endpoint(root)
+    if sub.model != root.model or sub.api_base != root.api_base:
+        check_endpoint(sub)
+
+
+def build_run(
+    options: Any,
+    *,
+    query: str,
+    context: Any,
+    executor: Any,
+    code_thread: CodeThread,
+    frontends: Frontends,
+    client: ModelClient | None = None,
+    check: bool = True,
+    owns_namespace: bool = True,
+    **start: Any,
+) -> Run:
+    """A run ready to start, with its sinks. ``start`` goes to :class:`Run`
+    (sources, lead cells, an approver, a continued run's history, a resumed
+    run's prelude...). File sinks are made first: they refuse a path that
+    cannot be written before anything else is set up or any model called."""
+    if owns_namespace and (not isinstance(query, str) or not query.strip()):
+        raise RLMError("The query is empty; say what you want to know about the context.")
+    file_sinks = _file_sinks(frontends)
+    if check:
+        check_models(options)
+    tree = RunTree(client or model_client(options), options)
+    run = Run(tree, query=query, context=context, executor=executor, code_thread=code_thread,
+              owns_namespace=owns_namespace, **start)
+    run.sink = MultiSink(*_sinks(frontends, code_thread), *file_sinks)
+    return run
+
+
+def _file_sinks(frontends: Frontends) -> list[Sink]:
+    from .sinks.journal import JournalSink
+    from .sinks.notebook import NotebookSink
+
+    sinks: list[Sink] = []
+    if frontends.notebook is not None:
+        sinks.append(NotebookSink(frontends.notebook))
+    if frontends.journal is not None:
+        sinks.append(JournalSink(frontends.journal, keep=frontends.keep_journal))
+    return sinks
+
+
+def _sinks(frontends: Frontends, thread: Any) -> list[Sink]:
+    sinks: list[Sink] = []
+    session = frontends.session
+    if frontends.subcall_views:
+        from .sinks.subcall_views import SubcallViewSink
+
+        sinks.append(SubcallViewSink(thread, widgets=frontends.widgets,
+                                     pinner=None if session is None else session.pin,
+                                     asker=None if session is None else session.ask))
+    if session is not None:
+        from .sinks.session import SessionSink
+
+        sinks.append(SessionSink(session, thread, continue_cell=frontends.continue_cell))
+    sinks.extend(frontends.sinks)
+    if frontends.console is not None:
+        from .sinks.console import ConsoleSink
+
+        sinks.append(ConsoleSink(frontends.console))
+    if frontends.cell_output:
+        from .sinks.display import DisplaySink
+
+        sinks.append(DisplaySink(thread, status_only=frontends.live is not None))
+    if frontends.live is not None:
+        from .sinks.live import LiveSink
+
+        live = frontends.live
+        sinks.append(LiveSink(live.channel, thread, live.anchor_cell_id, live.parent_msg_id))
+    return sinks
+
+
+__all__ = ["Frontends", "LivePage", "build_run", "check_models", "model_client"]

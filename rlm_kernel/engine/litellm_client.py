@@ -1,0 +1,133 @@
+"""The model client every entry point uses: litellm, with our own retries
+(honouring Retry-After, backoff with jitter), clear errors, usage and cost."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+from . import json_steps
+from .litellm_setup import load_litellm
+from .model_client import Completion, ModelCallError, ModelClient, ModelEndpoint
+from .providers import MalformedReply, classify, provider_key_present
+
+
+def call_kwargs(endpoint: ModelEndpoint) -> dict[str, Any]:
+    """litellm's keyword arguments for a call to ``endpoint``."""
+    kwargs: dict[str, Any] = {"model": endpoint.model}
+    if endpoint.api_base:
+        kwargs["api_base"] = endpoint.api_base
+    if endpoint.json_steps:
+        kwargs["response_format"] = json_steps.response_format()
+    key = endpoint.api_key
+    if key is None and endpoint.api_base and not provider_key_present(endpoint.model):
+        # Local OpenAI-compatible servers ignore the key, but litellm insists on one.
+        key = "no-key-needed"
+    if key is not None:
+        kwargs["api_key"] = key
+    return kwargs
+
+
+class LiteLLMClient(ModelClient):
+    """Async model calls through litellm with retries. One instance serves a whole run tree."""
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 4,
+        request_timeout: float = 600.0,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 30.0,
+        extra_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.max_retries = max_retries
+        self.request_timeout = request_timeout
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.extra_kwargs = extra_kwargs or {}
+
+    async def complete(self, endpoint: ModelEndpoint, messages: list[dict[str, Any]], *,
+                       deadline: float | None = None, **kwargs: Any) -> Completion:
+        litellm = load_litellm()
+        call = {
+            **call_kwargs(endpoint),
+            "messages": messages,
+            "timeout": self.request_timeout,
+            "max_retries": 0,
+            **self.extra_kwargs,
+            **kwargs,
+        }
+        attempt = 0
+        started = time.monotonic()
+        while True:
+            attempt += 1
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ModelCallError("the run's time limit was reached during a model call", False, attempt)
+                call["timeout"] = min(self.request_timeout, remaining)
+            try:
+                response = await litellm.acompletion(**call)
+                text = _reply_text(response)
+                if endpoint.json_steps:
+                    text = json_steps.step_text(text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - classified below
+                retryable, message, wait = classify(error, endpoint)
+                if not retryable or attempt > self.max_retries:
+                    suffix = f" after {attempt} attempts" if attempt > 1 else ""
+                    raise ModelCallError(f"{message}{suffix}", retryable, attempt) from None
+                delay = wait if wait is not None else self._backoff(attempt)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise ModelCallError(f"{message} (no time left to retry)", retryable, attempt) from None
+                await asyncio.sleep(delay)
+                continue
+            usage = getattr(response, "usage", None)
+            return Completion(
+                text=text,
+                model=endpoint.model,
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                cost_usd=_cost(litellm, response, endpoint.model),
+                latency_s=time.monotonic() - started,
+                attempts=attempt,
+            )
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)  # jitter keeps a burst of retries apart
+
+
+def _reply_text(response: Any) -> str:
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise MalformedReply("the provider returned no choices")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if content is None:
+        # Some servers put everything in a reasoning field or return tool calls only.
+        content = getattr(message, "reasoning_content", None) or ""
+    return content
+
+
+_UNPRICED: set[str] = set()
+
+
+def _cost(litellm: Any, response: Any, model: str) -> float | None:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is not None:
+        return float(cost)
+    if model in _UNPRICED:
+        return None
+    try:
+        return float(litellm.completion_cost(completion_response=response, model=model))
+    except Exception:
+        _UNPRICED.add(model)  # looked up once: the lookup is slow
+        return None  # unknown price: never a made-up 0
+
+
+__all__ = ["LiteLLMClient", "call_kwargs"]

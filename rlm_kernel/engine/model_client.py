@@ -1,0 +1,59 @@
+"""The model-client interface: what the engine needs from whoever calls models.
+
+The engine asks a :class:`ModelClient` for completions of chat messages at a
+:class:`ModelEndpoint` and gets a :class:`Completion` (text, usage, cost) or
+a :class:`ModelCallError`. :class:`~.litellm_client.LiteLLMClient` is the
+implementation every entry point uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class ModelEndpoint:
+    """A model name plus where and how to reach it."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    json_steps: bool = False  # replies held to a JSON step (llama.cpp servers; see json_steps.py)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"ModelEndpoint(model={self.model!r}, api_base={self.api_base!r})"
+
+
+@dataclass
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  # None: the price is unknown (never a made-up 0)
+    latency_s: float
+    attempts: int
+
+
+class ModelCallError(Exception):
+    """A call failed for good (after retries, or at once for errors retrying cannot fix)."""
+
+    def __init__(self, message: str, retryable: bool, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.attempts = attempts
+
+
+class ModelClient:
+    """Completes chat messages. One instance serves a whole run tree, from
+    the engine loop; it must allow many calls at once."""
+
+    async def complete(self, endpoint: ModelEndpoint, messages: list[dict[str, Any]], *,
+                       deadline: float | None = None, **kwargs: Any) -> Completion:
+        """The model's reply; ``deadline`` (``time.monotonic()``) bounds the
+        call and its retries. Raises :class:`ModelCallError`."""
+        raise NotImplementedError
+
+
+__all__ = ["Completion", "ModelCallError", "ModelClient", "ModelEndpoint"]

@@ -1,0 +1,161 @@
+"""Starting a run from a ``%%rlm`` cell (and, with a rebuilt history, from
+``%rlm continue``): its options, where its code runs, what shows it (the live
+page, the cell's own output, widgets), its files and its end."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .._words import plural
+from ..engine import options
+from ..engine.options import new_parser
+from ..errors import RLMError
+from ..redaction import redact
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = new_parser("%%rlm", "Run the RLM on `context` with the cell body as the query.")
+    options.add_arguments(parser)
+    parser.add_argument("--output", help="where to write the trajectory notebook (default: rlm-runs/ next to the notebook)")
+    parser.add_argument("--approve", action="store_true", help="ask before each generated code cell runs")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start a new run even when this cell's recorded run is in the notebook below")
+    return parser
+
+
+def trajectory_path(run_id: str, output: str | None) -> Path:
+    """Where a kernel run writes its trajectory notebook: ``rlm-runs/`` next
+    to the open notebook (Jupyter tells kernels its path in JPY_SESSION_NAME)."""
+    if output:
+        return Path(output)
+    session = os.environ.get("JPY_SESSION_NAME")
+    stem = Path(session).stem if session else "notebook"
+    folder = Path(session).parent if session and Path(session).parent.is_dir() else Path.cwd()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return folder / "rlm-runs" / f"{stem}-{stamp}-{run_id[:6]}.ipynb"
+
+
+def query_source(line: str, body: str) -> str:
+    """The ``%%rlm`` cell's source as the page has it."""
+    return f"%%rlm {line}".rstrip() + "\n" + body
+
+
+class CellRun:
+    """A run started from a cell of this kernel (or of any IPython with
+    ``%load_ext rlm_kernel``), ready to go; :meth:`finish` once it ended."""
+
+    def __init__(self, shell: Any, line: str, body: str, *, sources: list[str] | None,
+                 given: dict[str, Any] | None = None, approve: bool = False, continued: Any = None,
+                 anchor: str | None = None) -> None:
+        from ..api import context_cell
+        from ..builder import Frontends, LivePage, build_run
+        from ..engine.execution import ShellExecutor
+        from ..engine.threads import CallerThread
+        from ..sinks.journal import journal_path
+
+        args = run_parser().parse_args(shlex.split(line))
+        if "context" not in shell.user_ns:
+            raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
+        self.shell = shell
+        kernel = getattr(shell, "kernel", None)
+        self.session = session = getattr(kernel, "rlm_session", None)
+        parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
+        anchor = anchor or (parent.get("metadata") or {}).get("cellId")
+        given = given if given is not None else options.given(args)
+        run_options = options.resolve(given)
+        channel = getattr(kernel, "rlm_channel", None)
+        live = channel is not None and channel.attached
+        if kernel is not None:
+            from .executor import KernelExecutor
+
+            executor: Any = KernelExecutor(kernel, channel if live else None, run_id="")
+        else:
+            executor = ShellExecutor(shell, passthrough=True)
+        run_id = (continued.run_id if continued is not None else None) or uuid.uuid4().hex[:12]
+        path = trajectory_path(run_id, args.output)
+        # A live notebook may be unsaved: its finished steps go to a journal on disk.
+        self.path = None if live else path
+        frontends = Frontends(
+            notebook=self.path, journal=journal_path(path), keep_journal=live, subcall_views=True,
+            widgets=kernel is not None and _have_widgets(), cell_output=True, session=session,
+            continue_cell=anchor if continued is not None else None,
+            live=LivePage(channel, anchor, (parent.get("header") or {}).get("msg_id")) if live else None,
+        )
+        start: dict[str, Any] = {}
+        if continued is not None:
+            start = {"history": continued.messages, "first_step": continued.next_step}
+        self.run = build_run(
+            run_options, query=body.strip(), context=shell.user_ns["context"], executor=executor,
+            code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
+            lead_cells=[] if continued is not None else [context_cell(sources)],
+            approver=self._approver(approve or args.approve, live), **start,
+        )
+        executor.run_id = run_id
+        if session is not None:
+            session.remember(given)
+            session.active_run = self.run
+            if continued is None:
+                session.ran_here.add(anchor or query_source(line, body).strip())
+
+    def _approver(self, wanted: bool, live: bool) -> Any:
+        if not wanted:
+            return None
+        from ..engine.approval import PromptApprover, notebook_approver
+
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and not (kernel.get_parent("shell") or {}).get("content", {}).get("allow_stdin", True):
+            raise RLMError("--approve asks on stdin, which this frontend does not allow.")
+        if live and self.session is not None:
+            return notebook_approver(self.session.cell_source)
+        return PromptApprover()
+
+    def finish(self, result: Any) -> None:
+        """The run ended: keep its result in ``rlm_result`` and put the
+        person's helpers back; a run that could not start says why."""
+        from IPython.core.error import UsageError
+
+        from ..sinks.notebook import trajectory_notebook
+
+        if self.session is not None:
+            self.session.active_run = None
+            self.session.person_cells.install_helpers()
+        result.notebook = trajectory_notebook(self.run, result)
+        result.notebook_path = str(self.path) if self.path else None
+        self.shell.user_ns["rlm_result"] = result
+        if result.notebook_path:
+            print(f"Trajectory saved to {result.notebook_path}")
+        if result.reason == "error" and result.error:  # a rejected key, an unreachable server...
+            raise UsageError(redact(result.error))
+
+
+def recorded_run_note(session: Any, cells: list[Any] | None, anchor: str | None, line: str, body: str,
+                      given: dict[str, Any]) -> bool:
+    """When this ``%%rlm`` cell's run is already in the notebook below it,
+    say so (and remember its options for the helpers); True then."""
+    from .reruns import recorded_run_below
+
+    recorded = recorded_run_below(cells, anchor, query_source(line, body))
+    if recorded is None:
+        return False
+    session.remember(given)
+    print(f"The run of this cell ({recorded[0]}, {plural(recorded[1], 'cell')}) is already in the notebook below: "
+          "run those cells to replay it with its recorded sub-calls (Run All does). "
+          "Add --fresh to ask the model again.")
+    return True
+
+
+def _have_widgets() -> bool:
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+__all__ = ["CellRun", "query_source", "recorded_run_note", "run_parser", "trajectory_path"]
