@@ -1,0 +1,235 @@
+"""The thread and interrupt machinery (engine/threads.py, engine/engine_loop.py),
+tested directly: where code runs, how posted jobs are served and drained, and
+how an interrupt reaches code that sleeps or waits."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from rlm_kernel.engine.engine_loop import engine_loop, submit, wait_interruptibly
+from rlm_kernel.engine.threads import CallerThread, WorkerThread
+
+
+def _on_engine_loop(coro_fn):
+    return submit(coro_fn()).result(timeout=10)
+
+
+def test_the_engine_loop_is_one_background_thread() -> None:
+    loop = engine_loop()
+    assert loop is engine_loop()
+    where = submit(_current_thread()).result(timeout=5)
+    assert where == "rlm-engine" and where != threading.current_thread().name
+
+
+async def _current_thread() -> str:
+    return threading.current_thread().name
+
+
+def test_a_caller_thread_runs_jobs_on_the_thread_that_serves_it() -> None:
+    thread = CallerThread()
+    here = threading.get_ident()
+
+    async def work() -> list[int]:
+        seen = [await thread.run(threading.get_ident) for _ in range(3)]
+        thread.close()
+        return seen
+
+    future = submit(work())
+    thread.serve(on_interrupt=lambda: None)
+    assert future.result(timeout=5) == [here, here, here]
+    assert thread.thread_id is None  # let go once served
+
+
+def test_posted_jobs_run_in_order_and_errors_reach_the_awaiting_task() -> None:
+    thread = CallerThread()
+    order: list[str] = []
+
+    async def work() -> str:
+        thread.post(lambda: order.append("posted 1"))
+        thread.post(lambda: order.append("posted 2"))
+        try:
+            await thread.run(lambda: 1 / 0)
+        except ZeroDivisionError:
+            order.append("error seen")
+        thread.close()
+        return "done"
+
+    future = submit(work())
+    thread.serve(on_interrupt=lambda: None)
+    assert future.result(timeout=5) == "done"
+    assert order == ["posted 1", "posted 2", "error seen"]
+
+
+def test_a_keyboard_interrupt_while_serving_calls_on_interrupt_and_serving_goes_on() -> None:
+    thread = CallerThread()
+    interrupted = threading.Event()
+
+    def raise_interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def work() -> str:
+        thread.post(raise_interrupt)  # as if Ctrl-C landed between jobs
+        value = await thread.run(lambda: "still serving")
+        thread.close()
+        return value
+
+    future = submit(work())
+    thread.serve(on_interrupt=interrupted.set)
+    assert interrupted.is_set()
+    assert future.result(timeout=5) == "still serving"
+
+
+def test_waiting_in_code_keeps_running_posted_jobs_but_not_other_code() -> None:
+    """While a cell waits for its sub-calls, widget updates posted to its
+    thread run at once; a code job queued meanwhile waits for the cell."""
+    thread = CallerThread()
+    order: list[str] = []
+    release = concurrent.futures.Future()
+
+    def cell() -> str:
+        engine_loop().call_soon_threadsafe(lambda: thread.post(lambda: order.append("widget update")))
+        engine_loop().call_later(0.2, lambda: release.set_result("sub-call answer"))
+        answer = thread.wait(release)
+        order.append("cell got " + answer)
+        return answer
+
+    async def work() -> None:
+        first = asyncio.ensure_future(thread.run(cell))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(thread.run(lambda: order.append("next cell")))
+        await first
+        await second
+        thread.close()
+
+    future = submit(work())
+    thread.serve(on_interrupt=lambda: None)
+    future.result(timeout=5)
+    assert order == ["widget update", "cell got sub-call answer", "next cell"]
+
+
+def test_drain_runs_what_was_posted_and_drops_failures() -> None:
+    thread = CallerThread()
+    thread.bind()
+    assert thread.thread_id == threading.get_ident()
+    ran: list[int] = []
+    thread.post(lambda: ran.append(1))
+    thread.post(lambda: 1 / 0)  # a failing late update must not fail the cell
+    thread.post(lambda: ran.append(2))
+    thread.unbind()
+    assert ran == [1, 2]
+    assert thread.thread_id is None
+
+
+def test_wait_interruptibly_cancels_the_future_on_ctrl_c() -> None:
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+    timer = threading.Timer(0.1, lambda: _interrupt_main())
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        wait_interruptibly(future)
+    assert future.cancelled()
+
+
+def _interrupt_main() -> None:
+    import signal
+
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # a real Ctrl-C wakes a blocked wait
+
+
+INTERRUPTED = "interrupted"
+
+
+def _run_on(worker: WorkerThread, fn):
+    """``fn`` on the worker, awaited on the engine loop as a child run does
+    (which catches the KeyboardInterrupt: escaping a task, it would stop the loop)."""
+    async def job():
+        try:
+            return await worker.run(fn)
+        except KeyboardInterrupt:
+            return INTERRUPTED
+
+    return submit(job())
+
+
+def test_a_worker_thread_runs_jobs_on_a_daemon_thread_of_its_own() -> None:
+    worker = WorkerThread("rlm-child-test")
+    info = _run_on(worker, lambda: (threading.current_thread().name, threading.current_thread().daemon)).result(5)
+    assert info == ("rlm-child-test", True)
+    worker.close()
+
+
+def test_interrupting_a_worker_wakes_a_sleep_at_once() -> None:
+    worker = WorkerThread("rlm-child-sleep")
+    started = threading.Event()
+
+    def sleepy() -> str:
+        started.set()
+        time.sleep(30)
+        return "slept"
+
+    future = _run_on(worker, sleepy)
+    assert started.wait(5)
+    time.sleep(0.05)
+    begun = time.monotonic()
+    worker.interrupt()
+    assert future.result(timeout=5) == INTERRUPTED
+    assert time.monotonic() - begun < 2
+    # the thread lives on for the next job
+    assert _run_on(worker, lambda: "next").result(5) == "next"
+    worker.close()
+
+
+def test_interrupting_a_worker_cancels_its_sub_call_wait() -> None:
+    worker = WorkerThread("rlm-child-wait")
+    pending: concurrent.futures.Future[str] = concurrent.futures.Future()
+    started = threading.Event()
+
+    def waiting() -> str:
+        started.set()
+        return worker.wait(pending)
+
+    future = _run_on(worker, waiting)
+    assert started.wait(5)
+    time.sleep(0.05)
+    worker.interrupt()
+    assert future.result(timeout=5) == INTERRUPTED
+    assert pending.cancelled()
+    worker.close()
+
+
+def test_closing_a_worker_stops_a_busy_loop_and_every_later_wait() -> None:
+    worker = WorkerThread("rlm-child-busy")
+    started = threading.Event()
+
+    def busy() -> None:
+        started.set()
+        while True:
+            sum(range(100))
+
+    future = _run_on(worker, busy)
+    assert started.wait(5)
+    worker.close()
+    assert future.result(timeout=5) == INTERRUPTED
+
+
+def test_sleep_elsewhere_is_untouched_by_the_worker_patch() -> None:
+    worker = WorkerThread("rlm-child-patch")
+    _run_on(worker, lambda: None).result(5)  # installs the interruptible sleep
+    begun = time.monotonic()
+    time.sleep(0.05)  # the main thread sleeps as usual
+    assert 0.04 <= time.monotonic() - begun < 1
+    with pytest.raises(ValueError):
+        time.sleep(-1)  # and bad values still raise what time.sleep raises
+    worker.close()
+
+
+def test_interrupt_with_no_code_running_does_nothing() -> None:
+    worker = WorkerThread("rlm-child-idle")
+    worker.interrupt()
+    assert _run_on(worker, lambda: "fine").result(5) == "fine"
+    worker.close()
+    CallerThread().interrupt()  # never served: no thread to interrupt
