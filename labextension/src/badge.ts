@@ -7,6 +7,7 @@
 import type { Cell, ICellModel } from '@jupyterlab/cells';
 import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 
+import { cellRecord, rlmMeta } from './cellmeta';
 import { AGENT_ROLES } from './protocol';
 
 export const AGENT_CELL_CLASS = 'rlm-agent-cell';
@@ -32,8 +33,7 @@ function hasPin(meta: IRlmMetadata): boolean {
 }
 
 function rlmMetadata(model: ICellModel): IRlmMetadata {
-  const value = model.getMetadata('rlm');
-  return typeof value === 'object' && value !== null ? (value as IRlmMetadata) : {};
+  return rlmMeta(cellRecord(model));
 }
 
 /** Keep the marker of every cell in `panel` in step with its metadata. */

@@ -6,6 +6,8 @@ import { type ICellModel, type ICodeCellModel, isCodeCellModel } from '@jupyterl
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { INotebookModel } from '@jupyterlab/notebook';
 
+import { asDict } from './json';
+
 /** A cell to insert: an nbformat cell whose id is required. */
 export type NewCell = Partial<nbformat.ICell> & {
   id: string;
@@ -115,11 +117,7 @@ export function mergeRlmMetadata(
   cell: ICellModel,
   patch: Readonly<Record<string, unknown>>
 ): void {
-  const current = cell.getMetadata('rlm');
-  const base =
-    typeof current === 'object' && current !== null && !Array.isArray(current)
-      ? current
-      : {};
+  const base = asDict(cell.getMetadata('rlm')) ?? {};
   cell.setMetadata('rlm', { ...base, ...patch } as nbformat.IBaseCellMetadata);
 }
 

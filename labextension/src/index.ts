@@ -8,21 +8,59 @@ import type {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
+import {
+  INotebookTracker,
+  type Notebook,
+  type NotebookPanel
+} from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import type { IDisposable } from '@lumino/disposable';
 
 import { markAgentCells } from './badge';
+import { NotebookLink } from './link';
 import { LiveNotebook } from './live';
 import { runsPanelPlugin } from './panel';
 import { saveWidgetState } from './settings';
-import { RunStatusItem } from './statusbar';
-import { takeoverPlugin } from './takeover';
+import { ReplayStatusItem, RunStatusItem } from './statusbar';
+import { Takeover, takeoverPlugin } from './takeover';
 import { keepRestoredWidgetState } from './widgetstate';
 
 const PLUGIN_ID = 'rlm-kernel:plugin';
 
 type Context = NotebookPanel['context'];
+
+/**
+ * What the extension keeps for one notebook document: its link to the
+ * kernel and the two handlers the link feeds.
+ */
+class RlmNotebook implements IDisposable {
+  constructor(context: Context, views: () => Notebook[]) {
+    this.live = new LiveNotebook(context, views);
+    this.takeover = new Takeover(context);
+    this.link = new NotebookLink(
+      context.sessionContext,
+      () => context.path,
+      this.live,
+      this.takeover
+    );
+  }
+
+  readonly live: LiveNotebook;
+  readonly takeover: Takeover;
+
+  get isDisposed(): boolean {
+    return this.link.isDisposed;
+  }
+
+  dispose(): void {
+    this.link.dispose();
+    this.live.dispose();
+    this.takeover.dispose();
+  }
+
+  private readonly link: NotebookLink;
+}
 
 function activate(
   app: JupyterFrontEnd,
@@ -30,29 +68,22 @@ function activate(
   statusBar: IStatusBar | null,
   settings: ISettingRegistry | null
 ): void {
-  // One live notebook per document context: several views of one notebook
-  // share a model and a kernel, and must not insert or route twice.
-  const lives = new Map<Context, LiveNotebook>();
-
-  const liveFor = (panel: NotebookPanel): LiveNotebook => {
-    const context = panel.context;
-    let live = lives.get(context);
-    if (!live) {
-      const created = new LiveNotebook(context, () =>
-        tracker.filter(p => p.context === context).map(p => p.content)
-      );
-      lives.set(context, created);
-      context.disposed.connect(() => {
-        lives.delete(context);
-        created.dispose();
-      });
-      live = created;
-    }
-    return live;
-  };
+  // One link per document context: several views of one notebook share a
+  // model and a kernel, and must not insert, route or answer twice.
+  const notebooks = new Map<Context, RlmNotebook>();
 
   const track = (panel: NotebookPanel) => {
-    liveFor(panel);
+    const context = panel.context;
+    if (!notebooks.has(context)) {
+      const notebook = new RlmNotebook(context, () =>
+        tracker.filter(p => p.context === context).map(p => p.content)
+      );
+      notebooks.set(context, notebook);
+      context.disposed.connect(() => {
+        notebooks.delete(context);
+        notebook.dispose();
+      });
+    }
     markAgentCells(panel);
     keepRestoredWidgetState(panel);
   };
@@ -60,20 +91,30 @@ function activate(
   tracker.widgetAdded.connect((_, panel) => track(panel));
 
   if (statusBar) {
-    const item = new RunStatusItem();
+    const runItem = new RunStatusItem();
+    const replayItem = new ReplayStatusItem();
     const follow = () => {
       const panel = tracker.currentWidget;
-      item.source = panel ? lives.get(panel.context) ?? null : null;
+      const notebook = panel ? notebooks.get(panel.context) : undefined;
+      runItem.source = notebook?.live ?? null;
+      replayItem.source = notebook?.takeover ?? null;
     };
     tracker.currentChanged.connect(follow);
     tracker.widgetAdded.connect(follow);
     follow();
     statusBar.registerStatusItem(PLUGIN_ID, {
-      item,
+      item: runItem,
       align: 'left',
       rank: 100,
-      isActive: () => item.isActive,
-      activeStateChanged: item.activeChanged
+      isActive: () => runItem.isActive,
+      activeStateChanged: runItem.activeChanged
+    });
+    statusBar.registerStatusItem('rlm-kernel:replay-status', {
+      item: replayItem,
+      align: 'left',
+      rank: 101,
+      isActive: () => replayItem.isActive,
+      activeStateChanged: replayItem.activeChanged
     });
   }
 
@@ -86,7 +127,7 @@ function activate(
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Live cells and run status for rlm-kernel.',
+  description: 'Live cells, take-over ops and run status for rlm-kernel.',
   autoStart: true,
   requires: [INotebookTracker],
   optional: [IStatusBar, ISettingRegistry],

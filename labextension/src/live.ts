@@ -1,10 +1,11 @@
 /**
- * One notebook's live view of RLM runs: applies the kernel's ops to the
- * notebook model and feeds the output router and the status bar.
+ * One notebook's live view of RLM runs: applies the live ops its link hands
+ * it to the notebook model and feeds the output router and the status bar.
  */
 import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 import type { INotebookModel, Notebook } from '@jupyterlab/notebook';
+import type { KernelMessage } from '@jupyterlab/services';
 import type { IDisposable } from '@lumino/disposable';
 import { type ISignal, Signal } from '@lumino/signaling';
 
@@ -16,7 +17,7 @@ import {
   type NewCell,
   untracked
 } from './cells';
-import { KernelLink } from './connection';
+import type { ILiveHandler } from './link';
 import type {
   ICellFinished,
   ICellStarted,
@@ -39,20 +40,14 @@ interface IRun {
 /** How many unplaceable inserts to keep while waiting for a `resync`. */
 const MAX_PENDING = 500;
 
-export class LiveNotebook implements IDisposable, IRunStatusSource {
+export class LiveNotebook
+  implements ILiveHandler, IDisposable, IRunStatusSource
+{
   constructor(
     private readonly context: DocumentRegistry.IContext<INotebookModel>,
     private readonly views: () => Notebook[]
   ) {
     this.router = new OutputRouter(cellId => codeCellById(this.model, cellId));
-    this.link = new KernelLink(
-      context.sessionContext,
-      {
-        onOps: ops => ops.forEach(op => this.apply(op)),
-        onIOPub: msg => this.router.route(msg)
-      },
-      () => context.path
-    );
   }
 
   get statusChanged(): ISignal<this, void> {
@@ -68,12 +63,25 @@ export class LiveNotebook implements IDisposable, IRunStatusSource {
   }
 
   get isDisposed(): boolean {
-    return this.link.isDisposed;
+    return this.disposed;
   }
 
   dispose(): void {
-    this.link.dispose();
+    if (this.disposed) {
+      return;
+    }
+    this.disposed = true;
     Signal.clearData(this);
+  }
+
+  applyOps(ops: readonly KernelOp[]): void {
+    for (const op of ops) {
+      this.apply(op);
+    }
+  }
+
+  routeIOPub(msg: KernelMessage.IIOPubMessage): void {
+    this.router.route(msg);
   }
 
   private get model(): INotebookModel {
@@ -294,7 +302,7 @@ export class LiveNotebook implements IDisposable, IRunStatusSource {
     }
   }
 
-  private readonly link: KernelLink;
+  private disposed = false;
   private readonly router: OutputRouter;
   private readonly runs = new Map<string, IRun>();
   private pending: IInsertCell[] = [];

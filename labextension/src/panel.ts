@@ -22,6 +22,7 @@ import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { renderChart } from './chart';
+import { asDict } from './json';
 import {
   buildRuns,
   type ICellFacts,
@@ -70,14 +71,13 @@ function cellFacts(model: INotebookModel): ICellFacts[] {
   const facts: ICellFacts[] = [];
   for (let i = 0; i < model.cells.length; i++) {
     const cell = model.cells.get(i);
-    const rlm = cell.getMetadata('rlm');
     // Only a code cell can be a `%%rlm` anchor; skip reading other sources.
     const source = cell.type === 'code' ? cell.sharedModel.getSource().slice(0, SOURCE_CHARS) : '';
     facts.push({
       id: cell.id,
       type: cell.type,
       source,
-      rlm: typeof rlm === 'object' && rlm !== null && !Array.isArray(rlm) ? (rlm as Record<string, unknown>) : null
+      rlm: asDict(cell.getMetadata('rlm'))
     });
   }
   return facts;

@@ -6,6 +6,8 @@
  * `metadata.rlm.runs` records (written by headless runs) only add what cells
  * cannot say, such as the query and the run's wall time.
  */
+import { asDict, asNumber, asString, type Dict } from './json';
+import { AGENT_ROLES } from './protocol';
 
 /** The one cell fact the tree is built from. */
 export interface ICellFacts {
@@ -63,24 +65,6 @@ export interface IRunView {
 /** How much of a cell's source the panel reads. */
 export const SOURCE_CHARS = 400;
 
-const STEP_ROLES: ReadonlySet<string> = new Set(['thought', 'code', 'answer']);
-
-type Dict = Record<string, unknown>;
-
-function asDict(value: unknown): Dict | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as Dict)
-    : null;
-}
-
-function asNumber(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
-function asString(value: unknown): string | null {
-  return typeof value === 'string' ? value : null;
-}
-
 export function emptyTally(): ITally {
   return { promptTokens: 0, completionTokens: 0, costUsd: null, costPartial: false };
 }
@@ -113,8 +97,11 @@ function callTally(prompt: unknown, completion: unknown, cost: unknown): ITally 
   };
 }
 
-/** A cell of a child run's record, in the same shape as a notebook cell. */
-function childCellFacts(cell: unknown): ICellFacts | null {
+/**
+ * The facts of a cell in nbformat JSON: a cell of a child run's record (the
+ * same shape as a notebook cell), or of a saved notebook.
+ */
+export function cellFactsOf(cell: unknown): ICellFacts | null {
   const dict = asDict(cell);
   if (!dict) {
     return null;
@@ -150,7 +137,7 @@ function buildSteps(
   for (const cell of cells) {
     const meta = cell.rlm;
     const role = asString(meta?.role) ?? '';
-    if (!meta || !STEP_ROLES.has(role)) {
+    if (!meta || !AGENT_ROLES.has(role)) {
       continue;
     }
     if (role === 'answer') {
@@ -314,7 +301,7 @@ function childRun(
 ): { steps: ITrajectoryNode[]; tally: ITally; summary: string } {
   const runId = asString(child.run_id) ?? 'child';
   const cells = (Array.isArray(child.cells) ? child.cells : [])
-    .map(childCellFacts)
+    .map(cellFactsOf)
     .filter((c): c is ICellFacts => c !== null);
   const { steps, reason } = buildSteps(runId, cells, cellId);
   const tally = steps.reduce((sum, s) => addTally(sum, s.tally), emptyTally());

@@ -1,11 +1,17 @@
 /**
- * Message shapes of the live protocol `rlm/1` (docs/live-protocol.md).
+ * Message shapes of the protocol `rlm/1` (docs/live-protocol.md): every op
+ * the kernel and the page exchange, declared once, and the parsers the link
+ * reads kernel messages with. Pure: no JupyterLab code at runtime.
  *
  * Kernel-to-frontend ops arrive as the `data` of `comm_open` / `comm_msg`
  * iopub messages; the extension reads them from `kernel.iopubMessage`.
+ * Two families share the comm: live ops (they carry a `run_id`, and may come
+ * batched in an `ops` message) and take-over ops (no `run_id`, never batched).
  */
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { JSONObject } from '@lumino/coreutils';
+
+import { asDict, asString, type Dict } from './json';
 
 export const PROTOCOL = 'rlm/1';
 export const COMM_TARGET = 'rlm';
@@ -87,6 +93,7 @@ export interface IResync extends IOpBase {
   cells: nbformat.ICell[];
 }
 
+/** A live op: kernel -> frontend, about one run (`run_id`). */
 export type KernelOp =
   | IRunStarted
   | IInsertCell
@@ -107,14 +114,7 @@ export interface IOps {
   ops: unknown[];
 }
 
-export interface IHello {
-  protocol: typeof PROTOCOL;
-  op: 'hello';
-  notebook_path: string;
-  client_id: string;
-  /** Optional protocol additions this frontend understands. */
-  features: string[];
-}
+// -- Take-over ops (kernel -> frontend; no run_id, never batched) ----------
 
 /**
  * The kernel session's sub-call totals for cells run again (a person's
@@ -127,8 +127,95 @@ export interface IReplayCounts {
   fresh: number;
 }
 
+interface ITakeoverBase {
+  protocol: typeof PROTOCOL;
+}
+
+/** Send the notebook's cells (answered with `cells`). */
+export interface IGetCells extends ITakeoverBase {
+  op: 'get_cells';
+  request_id: string;
+}
+
+/**
+ * Merge `rlm` into the `metadata.rlm` of the cells (sub-call records, a
+ * pin, `superseded`). On the wire the cells are named by `cell_id` or
+ * `cell_ids`; parsed, always by `cell_ids`.
+ */
+export interface ICellMetadata extends ITakeoverBase {
+  op: 'cell_metadata';
+  cell_ids: string[];
+  rlm: Record<string, unknown> | null;
+  /** With a cell's sub-call records: the kernel session's totals. */
+  replay: IReplayCounts | null;
+}
+
+/** A person edited a generated cell at an approval prompt. */
+export interface ICellSource extends ITakeoverBase {
+  op: 'cell_source';
+  /** Parsed from the wire's `cell_id` (or `cell_ids`). */
+  cell_ids: string[];
+  source: string;
+  /** Merged into the cell's `metadata.rlm`. */
+  metadata: Record<string, unknown> | null;
+}
+
+/** Remove an old continuation a person chose to drop. */
+export interface IDeleteCells extends ITakeoverBase {
+  op: 'delete_cells';
+  cell_ids: string[];
+}
+
+/** Move the cells, in order, to right after `after_cell_id`. */
+export interface IMoveCells extends ITakeoverBase {
+  op: 'move_cells';
+  cell_ids: string[];
+  after_cell_id: string;
+}
+
+export type TakeoverOp =
+  IGetCells | ICellMetadata | ICellSource | IDeleteCells | IMoveCells;
+
+// -- Frontend -> kernel ops --------------------------------------------------
+
+/** Sent on every (re)connect, on a comm the page opens. */
+export interface IHello {
+  protocol: typeof PROTOCOL;
+  op: 'hello';
+  notebook_path: string;
+  client_id: string;
+  /** Optional protocol additions this frontend understands. */
+  features: string[];
+}
+
+/** The answer to `get_cells`: every cell as nbformat JSON, outputs included. */
+export interface ICells {
+  protocol: typeof PROTOCOL;
+  op: 'cells';
+  request_id: string;
+  cells: nbformat.ICell[];
+}
+
+export type FrontendOp = IHello | ICells;
+
 /** `ops`: this frontend reads several ops sent as one `ops` message. */
-export const FEATURES = ['ops'];
+export const FEATURES: readonly string[] = ['ops'];
+
+export function hello(notebookPath: string, clientId: string): IHello {
+  return {
+    protocol: PROTOCOL,
+    op: 'hello',
+    notebook_path: notebookPath,
+    client_id: clientId,
+    features: [...FEATURES]
+  };
+}
+
+export function cellsReply(requestId: string, cells: nbformat.ICell[]): ICells {
+  return { protocol: PROTOCOL, op: 'cells', request_id: requestId, cells };
+}
+
+// -- Parsing -----------------------------------------------------------------
 
 const KERNEL_OPS: ReadonlySet<string> = new Set([
   'run_started',
@@ -187,6 +274,87 @@ export function kernelOps(data: unknown): KernelOp[] {
   }
   const op = asKernelOp(data);
   return op ? [op] : [];
+}
+
+/** The cells an op names: its `cell_ids` (the strings in it), else `cell_id`. */
+function cellIdsOf(record: Dict): string[] {
+  if (Array.isArray(record.cell_ids)) {
+    return record.cell_ids.filter((id): id is string => typeof id === 'string');
+  }
+  return typeof record.cell_id === 'string' && record.cell_id
+    ? [record.cell_id]
+    : [];
+}
+
+function replayOf(value: unknown): IReplayCounts | null {
+  const dict = asDict(value);
+  return dict &&
+    typeof dict.replayed === 'number' &&
+    typeof dict.fresh === 'number'
+    ? { replayed: dict.replayed, fresh: dict.fresh }
+    : null;
+}
+
+/**
+ * Return `data` as a take-over op when it speaks `rlm/1`, else null. The op
+ * comes back in its parsed form: missing fields get their neutral value (no
+ * cells, empty strings, null), so the frontend applies what it can.
+ */
+export function asTakeoverOp(data: unknown): TakeoverOp | null {
+  const record = asDict(data);
+  if (!record || record.protocol !== PROTOCOL) {
+    return null;
+  }
+  const protocol = PROTOCOL;
+  switch (record.op) {
+    case 'get_cells':
+      return {
+        protocol,
+        op: 'get_cells',
+        request_id: asString(record.request_id) ?? ''
+      };
+    case 'cell_metadata':
+      return {
+        protocol,
+        op: 'cell_metadata',
+        cell_ids: cellIdsOf(record),
+        rlm: asDict(record.rlm),
+        replay: replayOf(record.replay)
+      };
+    case 'cell_source':
+      return {
+        protocol,
+        op: 'cell_source',
+        cell_ids: cellIdsOf(record),
+        source: asString(record.source) ?? '',
+        metadata: asDict(record.metadata)
+      };
+    case 'delete_cells':
+      return { protocol, op: 'delete_cells', cell_ids: cellIdsOf(record) };
+    case 'move_cells':
+      return {
+        protocol,
+        op: 'move_cells',
+        cell_ids: cellIdsOf(record),
+        after_cell_id: asString(record.after_cell_id) ?? ''
+      };
+    default:
+      return null;
+  }
+}
+
+/** What one kernel message's `data` carries for this frontend. */
+export interface IKernelMessageOps {
+  /** Live ops, in order: one op, or the members of an `ops` message. */
+  live: KernelOp[];
+  /** A take-over op (they are never batched). */
+  takeover: TakeoverOp | null;
+}
+
+/** Read the `data` of a kernel's `comm_open` / `comm_msg`. */
+export function readKernelMessage(data: unknown): IKernelMessageOps {
+  const live = kernelOps(data);
+  return { live, takeover: live.length ? null : asTakeoverOp(data) };
 }
 
 const SYNTHETIC_MSG_ID = /^rlm-(.+)-(\d+)$/;

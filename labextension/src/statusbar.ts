@@ -71,7 +71,7 @@ export class RunStatusItem extends Widget {
 
   /** Shown only while the current notebook has a run status. */
   get isActive(): boolean {
-    return this._source?.status != null;
+    return (this._source?.status ?? null) !== null;
   }
 
   /** The current notebook's status source (null when no notebook). */

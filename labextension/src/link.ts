@@ -1,41 +1,57 @@
 /**
- * The transport: one link per notebook session, following its kernel.
+ * The transport: one link per notebook document, following its session's
+ * kernel. It is the only reader of the `rlm` comm on the page.
  *
  * On every kernel (re)connect the link registers the `rlm` comm target (so a
  * comm the kernel opens stays open) and opens its own comm carrying `hello`.
  * Ops are read from `kernel.iopubMessage`, not from a comm object, so a page
  * that never saw the kernel's `comm_open` (a reload mid-run) still gets them.
+ * Each message is parsed once and handed on: live ops to the live handler,
+ * take-over ops to the take-over handler, other iopub messages to the live
+ * handler's output routing.
  */
 import type { ISessionContext } from '@jupyterlab/apputils';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
-import { UUID } from '@lumino/coreutils';
+import { type JSONObject, UUID } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 
 import {
   COMM_TARGET,
-  FEATURES,
-  type IHello,
-  kernelOps,
+  type FrontendOp,
+  hello,
   type KernelOp,
-  PROTOCOL
+  readKernelMessage,
+  type TakeoverOp
 } from './protocol';
 
-/** What the link delivers. */
-export interface ILinkSink {
-  /** The protocol ops of one kernel message, in order. */
-  onOps(ops: KernelOp[]): void;
-  /** Any other iopub message (candidates for output routing). */
-  onIOPub(msg: KernelMessage.IIOPubMessage): void;
+/** Where live ops and the messages they route go (LiveNotebook). */
+export interface ILiveHandler {
+  /** The live ops of one kernel message, in order. */
+  applyOps(ops: readonly KernelOp[]): void;
+  /** Any iopub message that is not a comm message (output routing). */
+  routeIOPub(msg: KernelMessage.IIOPubMessage): void;
 }
+
+/** Where take-over ops go (Takeover). */
+export interface ITakeoverHandler {
+  /** Apply one op; an op returned is the answer, sent to the kernel. */
+  applyTakeover(op: TakeoverOp): FrontendOp | null;
+  /** Another kernel, or this one restarting: what the old one said is void. */
+  kernelReset(): void;
+}
+
+/** The part of a session the link follows. */
+export type LinkSession = Pick<ISessionContext, 'session' | 'kernelChanged'>;
 
 /** One id per page, so the kernel can tell reloaded pages apart. */
 const CLIENT_ID = UUID.uuid4();
 
-export class KernelLink implements IDisposable {
+export class NotebookLink implements IDisposable {
   constructor(
-    private readonly session: ISessionContext,
-    private readonly sink: ILinkSink,
-    private readonly notebookPath: () => string
+    private readonly session: LinkSession,
+    private readonly notebookPath: () => string,
+    private readonly live: ILiveHandler,
+    private readonly takeover: ITakeoverHandler
   ) {
     session.kernelChanged.connect(this.onKernelChanged, this);
     this.attach(session.session?.kernel ?? null);
@@ -54,8 +70,27 @@ export class KernelLink implements IDisposable {
     this.attach(null);
   }
 
+  /**
+   * Send `op` to the kernel on a comm of its own, closed at once (the
+   * kernel reads the open's data). Dropped when no kernel is connected.
+   */
+  send(op: FrontendOp): void {
+    const kernel = this.kernel;
+    if (!kernel || kernel.isDisposed) {
+      return;
+    }
+    const comm = kernel.createComm(COMM_TARGET);
+    try {
+      // nbformat's cell interfaces are JSON, though not typed as JSONObject
+      comm.open(op as unknown as JSONObject);
+      comm.close();
+    } catch (error) {
+      console.warn(`rlm-kernel: could not send ${op.op}`, error);
+    }
+  }
+
   private onKernelChanged(
-    _: ISessionContext,
+    _: unknown,
     change: { newValue: Kernel.IKernelConnection | null }
   ): void {
     this.attach(change.newValue);
@@ -66,16 +101,21 @@ export class KernelLink implements IDisposable {
     if (old && !old.isDisposed) {
       old.iopubMessage.disconnect(this.onIOPubMessage, this);
       old.connectionStatusChanged.disconnect(this.onConnectionStatus, this);
+      old.statusChanged.disconnect(this.onKernelStatus, this);
       old.removeCommTarget(COMM_TARGET, acceptKernelComm);
     }
     this.closeOwnComm();
     this.kernel = kernel;
+    if (!this.disposed) {
+      this.takeover.kernelReset();
+    }
     if (!kernel) {
       return;
     }
     kernel.registerCommTarget(COMM_TARGET, acceptKernelComm);
     kernel.iopubMessage.connect(this.onIOPubMessage, this);
     kernel.connectionStatusChanged.connect(this.onConnectionStatus, this);
+    kernel.statusChanged.connect(this.onKernelStatus, this);
     if (kernel.connectionStatus === 'connected') {
       this.sendHello();
     }
@@ -91,19 +131,22 @@ export class KernelLink implements IDisposable {
     }
   }
 
+  private onKernelStatus(
+    _: Kernel.IKernelConnection,
+    status: KernelMessage.Status
+  ): void {
+    if (status === 'restarting' || status === 'autorestarting') {
+      this.takeover.kernelReset();
+    }
+  }
+
+  /** Open the page's own comm with `hello` (the previous one is closed). */
   private sendHello(): void {
     const kernel = this.kernel;
     if (!kernel || kernel.isDisposed) {
       return;
     }
     this.closeOwnComm();
-    const hello: IHello = {
-      protocol: PROTOCOL,
-      op: 'hello',
-      notebook_path: this.notebookPath(),
-      client_id: CLIENT_ID,
-      features: FEATURES
-    };
     const comm = kernel.createComm(COMM_TARGET);
     comm.onClose = () => {
       if (this.comm === comm) {
@@ -112,7 +155,7 @@ export class KernelLink implements IDisposable {
     };
     this.comm = comm;
     try {
-      comm.open({ ...hello });
+      comm.open({ ...hello(this.notebookPath(), CLIENT_ID) });
     } catch (error) {
       // The kernel went away between the status change and now; the next
       // 'connected' sends hello again.
@@ -137,14 +180,22 @@ export class KernelLink implements IDisposable {
     msg: KernelMessage.IIOPubMessage
   ): void {
     const type = msg.header.msg_type;
-    if (type === 'comm_open' || type === 'comm_msg') {
-      const ops = kernelOps((msg.content as { data?: unknown }).data);
-      if (ops.length) {
-        this.sink.onOps(ops);
-      }
+    if (type !== 'comm_open' && type !== 'comm_msg') {
+      this.live.routeIOPub(msg);
       return;
     }
-    this.sink.onIOPub(msg);
+    const { live, takeover } = readKernelMessage(
+      (msg.content as { data?: unknown }).data
+    );
+    if (live.length) {
+      this.live.applyOps(live);
+    }
+    if (takeover) {
+      const answer = this.takeover.applyTakeover(takeover);
+      if (answer) {
+        this.send(answer);
+      }
+    }
   }
 
   private kernel: Kernel.IKernelConnection | null = null;
