@@ -39,7 +39,6 @@ class ResumePlan:
     options: dict[str, Any]
     context: LoadedContext | None
     earlier_runs: list[dict[str, Any]] = field(default_factory=list)
-    notebook_metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def read_notebook(path: str) -> NotebookNode:
@@ -131,8 +130,7 @@ def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: 
         trailing.append(cell)
     earlier = list((nb.metadata.get("rlm") or {}).get("runs") or [])
     return ResumePlan(cells=head, prelude=prelude, trailing=trailing, upto=upto, run_id=run_id, query=query,
-                      options=options, context=loaded, earlier_runs=earlier,
-                      notebook_metadata=dict(nb.metadata))
+                      options=options, context=loaded, earlier_runs=earlier)
 
 
 def _rerun(cell: Any, index: int, query_index: int, context_loaded: bool) -> bool:

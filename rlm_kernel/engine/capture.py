@@ -211,14 +211,6 @@ class CellCapture:
                                "text": f"[rlm: {self.dropped:,} more displayed outputs were not kept]\n"})
         return result
 
-    @property
-    def error_output(self) -> dict[str, Any] | None:
-        with self._lock:
-            for item in reversed(self._items):
-                if isinstance(item, dict) and item.get("output_type") == "error":
-                    return item
-        return None
-
     def model_view(self, limit: int) -> tuple[str, int]:
         """(head-and-tail text for the root model, total characters)."""
         parts: list[str] = []

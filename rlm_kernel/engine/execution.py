@@ -17,7 +17,7 @@ import time
 import traceback
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.displayhook import DisplayHook
@@ -38,7 +38,6 @@ class CellResult:
     output_chars: int
     duration_s: float
     error_name: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Executor:

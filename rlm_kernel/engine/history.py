@@ -26,7 +26,6 @@ class Rebuilt:
     messages: list[dict[str, Any]]
     next_step: int
     query_index: int
-    last_index: int
     interventions: int = 0
     sources: list[str] | None = None
 
@@ -117,7 +116,7 @@ def rebuild(
     if messages[-1]["role"] == "assistant":
         messages.append({"role": "user", "content": "Continue."})
     return Rebuilt(run_id=run_id, query=query, options=options, messages=messages, next_step=step + 1,
-                   query_index=query_index, last_index=upto, interventions=interventions, sources=sources)
+                   query_index=query_index, interventions=interventions, sources=sources)
 
 
 def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: list[str],
