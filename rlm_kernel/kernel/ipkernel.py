@@ -75,6 +75,11 @@ class RLMKernel(IPythonKernel):
                          **kwargs: Any) -> dict[str, Any]:
         number = self.shell.execution_count
         awaited = _rlm_cell_to_await([code]) != [code] or _rlm_continue_to_await([code]) != [code]
+        # ipykernel's reply reads these, but only its synchronous run_cell sets
+        # them: a first cell that is awaited and fails (a %%rlm with no context
+        # yet) left the cell without a reply.
+        self.shell._last_traceback = None
+        self.shell._last_traceback_during_displayhook = False
         self._rlm_cells_running += awaited
         try:
             reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
