@@ -1,7 +1,8 @@
 /**
  * The agent marker: cells whose `metadata.rlm.role` says the root model wrote
  * them get the class `rlm-agent-cell` and a small "RLM" badge; the answer cell
- * gets `rlm-answer-cell` as well. Driven by metadata alone, so it also marks
+ * gets `rlm-answer-cell` as well, and the closing cell of a run that ended
+ * without an answer `rlm-ended-cell` instead. Driven by metadata alone, so it also marks
  * the cells of a saved notebook when it is reopened.
  */
 import type { Cell, ICellModel } from '@jupyterlab/cells';
@@ -12,10 +13,12 @@ import { AGENT_ROLES } from './protocol';
 
 export const AGENT_CELL_CLASS = 'rlm-agent-cell';
 export const ANSWER_CELL_CLASS = 'rlm-answer-cell';
+export const ENDED_CELL_CLASS = 'rlm-ended-cell';
 const BADGE_CLASS = 'rlm-badge';
 
 interface IRlmMetadata {
   role?: unknown;
+  reason?: unknown;
   run_id?: unknown;
   step?: unknown;
   superseded?: unknown;
@@ -87,6 +90,7 @@ function decorate(cell: Cell): void {
   const meta = rlmMetadata(cell.model);
   const key = JSON.stringify([
     meta.role,
+    meta.reason,
     meta.step,
     meta.run_id,
     meta.superseded,
@@ -99,7 +103,11 @@ function decorate(cell: Cell): void {
   const role = typeof meta.role === 'string' ? meta.role : '';
   const isAgent = AGENT_ROLES.has(role);
   cell.toggleClass(AGENT_CELL_CLASS, isAgent);
-  cell.toggleClass(ANSWER_CELL_CLASS, role === 'answer');
+  // The closing cell of a run that ended without an answer is not styled as
+  // an answer: it says how the run ended.
+  const ended = role === 'answer' && meta.reason !== undefined && meta.reason !== 'final';
+  cell.toggleClass(ANSWER_CELL_CLASS, role === 'answer' && !ended);
+  cell.toggleClass(ENDED_CELL_CLASS, ended);
   cell.toggleClass('rlm-superseded-cell', meta.superseded === true);
   cell.toggleClass('rlm-pinned-cell', hasPin(meta));
 
@@ -118,7 +126,7 @@ function decorate(cell: Cell): void {
     ...(meta.superseded === true ? ['superseded'] : []),
     ...(hasPin(meta) ? ['pinned'] : [])
   ];
-  badge.textContent = role === 'answer' ? 'RLM answer' : 'RLM';
+  badge.textContent = ended ? 'RLM ended' : role === 'answer' ? 'RLM answer' : 'RLM';
   for (const state of states) {
     const line = document.createElement('span');
     line.className = 'rlm-badge-state';

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -41,14 +42,14 @@ def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reaso
         head = f"**Final answer** (the value of `{variable}`, {plural(len(text), 'character')})"
     else:
         head = "**Final answer**"
-    body = text if len(text) <= ANSWER_PREVIEW_CHARS else (
-        text[:ANSWER_PREVIEW_CHARS] + f"\n\n*... {plural(len(text) - ANSWER_PREVIEW_CHARS, 'more character')}"
-        + (f" in `{variable}`" if variable else "") + "*"
-    )
-    source = f"{head}\n\n{_quote(body)}"
+    how, shown = answer_markdown(text[:ANSWER_PREVIEW_CHARS])
+    if len(text) > ANSWER_PREVIEW_CHARS:
+        shown += (f"\n\n*... {plural(len(text) - ANSWER_PREVIEW_CHARS, 'more character')}"
+                  + (f" in `{variable}`" if variable else "") + "*")
     return nbformat.v4.new_markdown_cell(
-        source, id=new_cell_id(),
-        metadata=_meta(run_id, step, "answer", answer_var=variable, answer_chars=len(text), reason=reason),
+        f"{head}\n\n{shown}", id=new_cell_id(),
+        metadata=_meta(run_id, step, "answer", answer_var=variable, answer_chars=len(text), answer_format=how,
+                       reason=reason),
     )
 
 
@@ -68,6 +69,39 @@ def answer_text(answer: Any) -> str:
 
 def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.splitlines()) or ">"
+
+
+# Lines that show the model wrote Markdown: headings, lists, tables, fences,
+# quotes, emphasis, links.
+_MARKDOWN = re.compile(r"^\s{0,3}(#{1,6}\s|[-*+]\s|\d+[.)]\s|\||```|~~~|>)|\*\*\S|__\S|\[[^\]]+\]\(", re.M)
+
+
+def answer_markdown(text: str) -> tuple[str, str]:
+    """(how, markdown): the answer as the answer cell shows it, as written:
+    rendered where the model wrote Markdown ("markdown"), quoted when it is
+    one line of plain text ("quoted"), preformatted with every line break kept
+    when it is several ("preformatted")."""
+    if _MARKDOWN.search(text):
+        return "markdown", text
+    if "\n" not in text.strip():
+        return "quoted", _quote(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "preformatted", f"{fence}text\n{text.strip(chr(10))}\n{fence}"
+
+
+def answer_from_markdown(body: str, how: str | None, chars: int | None = None) -> str:
+    """The answer (its preview, when longer than the cell shows) back from an
+    answer cell's body: :func:`answer_markdown` reversed; cells without
+    ``answer_format`` quoted every answer."""
+    if how is not None and chars is not None and chars > ANSWER_PREVIEW_CHARS:
+        body = body.rpartition("\n\n*... ")[0] or body  # the note on what the cell leaves out
+    lines = body.splitlines()
+    if how == "markdown":
+        return body
+    if how == "preformatted" and len(lines) >= 2:
+        return "\n".join(lines[1:-1])
+    return "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">") for line in lines)
 
 
 def new_notebook(cells: list[NotebookNode], run_record: dict[str, Any]) -> NotebookNode:

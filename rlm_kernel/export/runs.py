@@ -20,6 +20,7 @@ from ..engine.capture import outputs_view
 from ..engine.cells import AGENT_ROLES, rlm_meta, source
 from ..engine.history import find_query_cell, rebuild
 from ..engine.options import OPTIONS, parse_query_cell
+from ..engine.trajectory import answer_from_markdown
 
 # Any metadata key that looks like a credential is never copied into an export.
 _SECRET_KEY = re.compile(
@@ -180,7 +181,8 @@ class RunView:
         if self.answer_cell is None:
             return None
         _, _, body = source(self.answer_cell).partition("\n\n")
-        return "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">") for line in body.splitlines())
+        meta = rlm_meta(self.answer_cell)
+        return answer_from_markdown(body, meta.get("answer_format"), meta.get("answer_chars"))
 
     @property
     def answer_var(self) -> str | None:

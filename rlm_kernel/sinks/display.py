@@ -21,6 +21,7 @@ from ..engine.sink import Sink
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
+    from ..engine.result import RunResult
     from ..engine.run import Run
     from ..engine.threads import CallerThread
 
@@ -95,6 +96,15 @@ class DisplaySink(Sink):
         label = {"thought": "thought", "code": "code", "answer": "answer"}.get(role or "", role)
         header = f"**[step {step} · {label}]**\n\n" if role != "answer" else ""
         data = {"text/markdown": header + text, "text/plain": text}
+        self._post(lambda: _display(data))
+
+    def run_ended(self, run: Run, result: RunResult) -> None:
+        """With the page showing the steps as cells, the answer (or how the
+        run ended) shows in the %%rlm cell too, under its status line."""
+        if run.depth or not self.status_only or not run.cells:
+            return
+        closing = run.cells[-1]
+        data = {"text/markdown": closing.source, "text/plain": result.answer_text or closing.source}
         self._post(lambda: _display(data))
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
