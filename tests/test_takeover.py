@@ -235,7 +235,7 @@ def test_run_all_on_a_saved_notebook_makes_no_model_calls(tmp_path):
         path = _headless_notebook(server, tmp_path)
         made = len(server.requests)
         assert len(server.calls("sub-model")) == 3
-        env = {**clean_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(JPY_SESSION_NAME=str(path), OPENAI_API_KEY="sk-test-not-a-key")
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
         client.execute(env=env)
@@ -259,7 +259,7 @@ def test_run_all_twice_in_one_kernel_makes_no_model_calls(tmp_path):
     with ScriptedServer(script) as server:
         path = _headless_notebook(server, tmp_path)
         made = len(server.requests)
-        env = {**clean_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(JPY_SESSION_NAME=str(path), OPENAI_API_KEY="sk-test-not-a-key")
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
         said = []
@@ -513,7 +513,7 @@ def test_pins_survive_a_kernel_restart_through_the_notebook(tmp_path):
     learns the pin from the page (hello with the cells) and returns it, with
     replay off, without a model call."""
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        env = {**clean_env(), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(OPENAI_API_KEY="sk-test-not-a-key")
         kernel = Frontend(tmp_path, env=env)
         try:
             kernel.hello([])

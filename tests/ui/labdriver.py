@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,15 +170,6 @@ def screenshot(page: Page, request: pytest.FixtureRequest, suffix: str = "") -> 
     path = ARTIFACTS / f"{name}{suffix}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    """Poll a Python-side condition (e.g. a file the kernel writes)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 # -- helpers for real %%rlm runs (the RLM kernel, the scripted model server) ---
