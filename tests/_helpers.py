@@ -1,13 +1,55 @@
-"""Small helpers shared by the test modules (plain functions; fixtures live in conftest.py)."""
+"""Small helpers shared by the test modules (plain functions; fixtures live in conftest.py).
+
+Test modules share code through this module and the other ``tests/_*.py``
+helpers (``_kernel.py``, ``_cli.py``, ``_examples.py``), never by importing
+one another (tests/test_layout.py checks).
+"""
 
 from __future__ import annotations
 
+import os
+import select
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from rlm_kernel.testing.server import ScriptedServer, prompt_text
+from rlm_kernel.testing.server import Reply, ScriptedServer, prompt_text
 
 ROOT = "openai/root-model"
 SUB = "openai/sub-model"
+STOP_BOUND = 5.0  # seconds from Interrupt / Ctrl-C / a timeout to the end of a run (the target is about one)
+
+
+def clean_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """``base`` (default: this process's environment) without provider keys,
+    RLM settings or Jupyter's session name, with litellm's cost map read
+    locally; then ``extra``. What a CLI run or a kernel under test sees."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (just now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "a condition",
+             poll: float = 0.02) -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
 
 
 def repl(code: str, prose: str = "") -> str:
@@ -59,8 +101,6 @@ class Router:
 
     def __init__(self, scripts: dict[str, list[Any]], sub: Any = None,
                  default: str = "FINAL(no more scripted replies)") -> None:
-        import threading
-
         self.scripts = {name: list(items) for name, items in scripts.items()}
         self.sub = sub or (lambda prompt: f"echo: {prompt[:80]}")
         self.default = default
@@ -74,3 +114,55 @@ class Router:
                 item = items.pop(0) if items else self.default
             return item(body) if callable(item) else item
         return self.sub(prompt_text(body))
+
+
+class Held:
+    """A responder (for a root script item or ``sub=``) that keeps each
+    request open up to ``hold`` seconds and notes when its client hangs up
+    (a cancelled request closes its connection), so a test can tell a
+    cancelled HTTP request from one still waiting."""
+
+    def __init__(self, hold: float = 30.0, text: str = "late") -> None:
+        self.hold, self.text = hold, text
+        self.started = 0
+        self.hung_up: list[float] = []  # time.monotonic() of each hang-up
+        self._lock = threading.Lock()
+
+    def __call__(self, *_: Any) -> Reply:
+        connection = _request_socket()
+        with self._lock:
+            self.started += 1
+        deadline = time.monotonic() + self.hold
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                gone = connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                gone = True
+            if gone:
+                with self._lock:
+                    self.hung_up.append(time.monotonic())
+                break
+            time.sleep(0.05)
+        return Reply(text=self.text)
+
+    def wait_hung_up(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.hung_up) >= count:
+                return True
+            time.sleep(0.02)
+        return len(self.hung_up) >= count
+
+
+def _request_socket() -> socket.socket:
+    """The connection of the request being answered (its handler is up the stack)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        handler = frame.f_locals.get("self")
+        if isinstance(handler, BaseHTTPRequestHandler):
+            return handler.connection
+        frame = frame.f_back
+    raise RuntimeError("not called from a request handler")

@@ -11,27 +11,21 @@ API key (the variable is named, the key never shown), an unreachable
 
 from __future__ import annotations
 
-import os
-import queue
-import socket
-import subprocess
-import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from jupyter_client.manager import start_new_kernel
+from _cli import run_args, run_cli, start_cli
+from _helpers import clean_env, free_port
+from _kernel import Kernel
 
 from rlm_kernel.engine.context import available_memory
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
-CLI = str(Path(sys.executable).with_name("rlm-kernel"))
 FAKE_KEY = "sk-FAKE-badinput-0123456789abcdef"
-TIMEOUT = 90
 # NaN passes every "at least" check; infinity is no amount of time or money.
 NOT_FINITE = [("--max-cost", "nan"), ("--timeout", "nan"), ("--cell-timeout", "nan"), ("--max-cost", "inf"),
               ("--timeout", "inf"), ("--cell-timeout", "inf"), ("--timeout", "1e999")]
@@ -47,20 +41,6 @@ class Case:
     needles: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     exit_code: int = 2
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.update(extra)
-    return env
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def build_cases(base: Path, url: str, rejecting_url: str) -> dict[str, Case]:
@@ -113,7 +93,7 @@ def build_cases(base: Path, url: str, rejecting_url: str) -> dict[str, Case]:
     add("missing anthropic key", model(["--model", "anthropic/claude-sonnet-4-5"]), "ANTHROPIC_API_KEY")
     add("rejected key", model(["--model", "openai/root-model", "--api-base", rejecting_url]),
         "OPENAI_API_KEY", "rejected", env={"OPENAI_API_KEY": FAKE_KEY}, exit_code=1)
-    unreachable = f"http://127.0.0.1:{closed_port()}/v1"
+    unreachable = f"http://127.0.0.1:{free_port()}/v1"
     add("unreachable api base", model(["--model", "openai/root-model", "--api-base", unreachable]),
         "Cannot reach", unreachable)
     for option, value in [("--max-iterations", "0"), ("--concurrency", "many"), ("--max-cost", "-1"),
@@ -128,37 +108,6 @@ def build_cases(base: Path, url: str, rejecting_url: str) -> dict[str, Case]:
     return cases
 
 
-class Kernel:
-    """A real RLM kernel driven with jupyter_client."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.km, self.kc = start_new_kernel(kernel_name="rlm", cwd=str(cwd), env=clean_env(),
-                                            startup_timeout=TIMEOUT)
-
-    def execute(self, code: str, timeout: float = TIMEOUT) -> tuple[dict, list[dict]]:
-        msg_id = self.kc.execute(code)
-        messages: list[dict] = []
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-                messages.append(msg)
-                if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                        and msg["content"]["execution_state"] == "idle"):
-                    break
-        except queue.Empty:
-            self.km.interrupt_kernel()
-            raise AssertionError(f"the kernel did not finish within {timeout:g} s:\n{code}") from None
-        while True:
-            reply = self.kc.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"], messages
-
-    def shutdown(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-
-
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
     base = tmp_path_factory.mktemp("bad-input")
@@ -170,8 +119,8 @@ def matrix(tmp_path_factory):
 
     def start_kernel() -> None:
         try:
-            kernel_box["kernel"] = Kernel(base)
-            kernel_box["kernel"].execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
+            kernel_box["kernel"] = Kernel("rlm", base)
+            kernel_box["kernel"].import_litellm()
         except BaseException as error:  # noqa: BLE001
             kernel_box["error"] = error
 
@@ -180,9 +129,7 @@ def matrix(tmp_path_factory):
     procs = {}
     for i, (name, case) in enumerate(cases.items()):
         out = base / f"run-{i}.ipynb"
-        args = [CLI, "run", *case.cli, "-o", str(out), "--quiet"]
-        procs[name] = (subprocess.Popen(args, cwd=base, env=clean_env(**case.env), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True), out)
+        procs[name] = (start_cli(["run", *case.cli, "-o", str(out), "--quiet"], base, env=clean_env(**case.env)), out)
     results = {}
     for name, (proc, out) in procs.items():
         stdout, stderr = proc.communicate(timeout=180)
@@ -316,9 +263,7 @@ def test_cli_output_that_cannot_be_written(tmp_path, kind):
     path, needles = output_path(kind, tmp_path)
     (tmp_path / "doc.txt").write_text("some text")
     with ScriptedServer(Script(root=["FINAL(never asked)"])) as srv:
-        done = subprocess.run([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                               "--api-base", srv.url, "-o", str(path)], cwd=tmp_path, env=clean_env(),
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        done = run_cli(run_args(srv.url, path, sub_model=False), tmp_path, timeout=90)
         assert srv.requests == [], "the run called the model before finding it could not write its notebook"
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr and done.stdout.strip() == ""

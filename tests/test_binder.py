@@ -14,7 +14,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 import pytest
-from test_examples import (
+from _examples import (
     EXAMPLES,
     FAKE_KEY,
     example_env,
@@ -33,6 +32,7 @@ from test_examples import (
     quickstart_responder,
     read_probe,
 )
+from _helpers import free_port
 
 from rlm_kernel.testing.server import ScriptedServer
 
@@ -110,12 +110,6 @@ def run_logged(command: list[str], env: dict[str, str], log: Path, clock: Clock,
     if code != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
         pytest.fail(f"{' '.join(command)} failed (exit {code}); the end of {log}:\n{tail}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:

@@ -6,36 +6,25 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from _helpers import cell_text, cells_by_role, repl
+from _cli import start_cli
+from _helpers import cell_text, cells_by_role, clean_env, repl
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
-CLI = str(Path(sys.executable).with_name("rlm-kernel"))
 FAKE_KEY = "sk-test-FAKEKEY1234567890"
 BIG = "".join(f"{i:07d}\n" for i in range(125_000))  # 1,000,000 characters
 CONTEXT_TEXT = "line one\nline two\n" * 100
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.update(extra)
-    return env
 
 
 class CliRun:
     def __init__(self, name: str, args: list[str], cwd: Path, env: dict[str, str]) -> None:
         self.name = name
         self.cwd = cwd
-        self.proc = subprocess.Popen([CLI, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = start_cli(args, cwd, env=env)
         self._done = False
 
     def wait(self, timeout: float = 120) -> CliRun:

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import nbformat
 import pytest
-from _helpers import Router, repl
-from test_cli import CLI, clean_env
-from test_interrupt_children import STOP_BOUND, Held
+from _cli import run_args, run_cli, start_cli
+from _helpers import STOP_BOUND, Held, Router, clean_env, repl, wait_for
+from _kernel import Frontend
 
 from rlm_kernel.sinks.journal import read_journal
 from rlm_kernel.testing.server import ScriptedServer
@@ -49,15 +48,6 @@ def _finished_code_cells(journal: Path) -> int:
     return count
 
 
-def _wait_for(predicate, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
 def _resume_from(journal: Path, cwd: Path) -> tuple[dict, ScriptedServer, Path]:
     nb = read_journal(journal)
     nbformat.validate(nb)
@@ -65,9 +55,8 @@ def _resume_from(journal: Path, cwd: Path) -> tuple[dict, ScriptedServer, Path]:
                     if c.metadata.get("rlm", {}).get("role") == "code" and c.metadata["rlm"].get("step") == 2)
     server = ScriptedServer(Router({"root-model": ["FINAL(recovered)"]}, sub=_sub)).start()
     out = cwd / "recovered.ipynb"
-    done = subprocess.run([CLI, "run", "--resume", str(journal), "--from-cell", str(step_two), "--api-base",
-                           server.url, "-o", str(out), "--json", "--quiet"], cwd=cwd,
-                          env=clean_env(OPENAI_API_KEY=FAKE_KEY), capture_output=True, text=True, timeout=120)
+    done = run_cli(["run", "--resume", str(journal), "--from-cell", str(step_two), "--api-base", server.url,
+                    "-o", str(out), "--json", "--quiet"], cwd, env=clean_env(OPENAI_API_KEY=FAKE_KEY))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), server, out
 
@@ -76,14 +65,12 @@ def test_killed_cli_run_resumes_from_its_journal(tmp_path):
     (tmp_path / "doc.txt").write_text("0123456789abcdefghijklmnop\n", encoding="utf-8")
     with ScriptedServer(Router({"root-model": list(STEPS)}, sub=_sub)) as server:
         out = tmp_path / "run.ipynb"
-        proc = subprocess.Popen([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                                 "--sub-model", "openai/sub-model", "--api-base", server.url, "-o", str(out),
-                                 "--quiet"], cwd=tmp_path,
-                                env=clean_env(OPENAI_API_KEY=FAKE_KEY), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = start_cli([*run_args(server.url, out), "--quiet"], tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY),
+                         text=False)
         journal = tmp_path / "run.journal.jsonl"
         try:
-            _wait_for(lambda: _finished_code_cells(journal) == 2 and len(server.calls("root-model")) == 3)
+            wait_for(lambda: _finished_code_cells(journal) == 2 and len(server.calls("root-model")) == 3, 120,
+                     "two finished steps in the journal")
         finally:
             proc.kill()
             proc.communicate(timeout=30)
@@ -102,8 +89,6 @@ def test_killed_cli_run_resumes_from_its_journal(tmp_path):
 
 @pytest.mark.kernel
 def test_killed_kernel_run_resumes_from_its_journal(tmp_path):
-    from test_takeover import Frontend
-
     (tmp_path / "doc.txt").write_text("0123456789abcdefghijklmnop\n", encoding="utf-8")
     with ScriptedServer(Router({"root-model": list(STEPS)}, sub=_sub)) as server:
         kernel = Frontend(tmp_path)
@@ -112,12 +97,10 @@ def test_killed_kernel_run_resumes_from_its_journal(tmp_path):
             kernel.execute(f"import os; os.environ.update(OPENAI_API_KEY='{FAKE_KEY}')")
             kernel.execute("%rlm context doc.txt")
             ask = f"%%rlm --model openai/root-model --sub-model openai/sub-model --api-base {server.url}\nq"
-            content = {"code": ask, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
-            kernel.kc.shell_channel.send(kernel.kc.session.msg("execute_request", content,
-                                                               metadata={"cellId": uuid.uuid4().hex}))
+            kernel.send_cell(ask, uuid.uuid4().hex)
             journals = lambda: list((tmp_path / "rlm-runs").glob("*.journal.jsonl"))  # noqa: E731
-            _wait_for(lambda: journals() and _finished_code_cells(journals()[0]) == 2
-                      and len(server.calls("root-model")) == 3)
+            wait_for(lambda: journals() and _finished_code_cells(journals()[0]) == 2
+                     and len(server.calls("root-model")) == 3, 120, "two finished steps in the journal")
         finally:
             os.kill(kernel.km.provisioner.process.pid, signal.SIGKILL)  # no chance to clean up
             kernel.kc.stop_channels()
@@ -141,12 +124,10 @@ def test_ctrl_c_during_a_sub_call_batch_ends_the_cli_run_and_keeps_its_steps(tmp
     held = Held()
     with ScriptedServer(Router({"root-model": steps}, sub=held)) as server:
         out = tmp_path / "run.ipynb"
-        proc = subprocess.Popen([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                                 "--sub-model", "openai/sub-model", "--api-base", server.url, "-o", str(out),
-                                 "--json", "--quiet"], cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_cli([*run_args(server.url, out), "--json", "--quiet"], tmp_path,
+                         env=clean_env(OPENAI_API_KEY=FAKE_KEY))
         try:
-            _wait_for(lambda: held.started == 8, timeout=120)
+            wait_for(lambda: held.started == 8, 120, "the eight sub-calls to reach the server")
             started = time.monotonic()
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=30)

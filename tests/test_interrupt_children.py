@@ -2,95 +2,27 @@
 (``rlm_query``) stops too, whether it loops, sleeps, or waits on a sub-call
 of its own, when the root run is interrupted (the kernel's Interrupt,
 Ctrl-C on the command line) or times out.
-
-Also home of :class:`Held`, a responder that holds each request and records
-whether the client hung up, so a test can tell a cancelled HTTP request from
-one still waiting.
 """
 
 from __future__ import annotations
 
 import json
-import queue
-import select
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from _helpers import Router, cell_text, cells_by_role, repl
-from test_cli import CLI, clean_env
+from _cli import run_args, start_cli
+from _helpers import STOP_BOUND, Held, Router, cell_text, cells_by_role, clean_env, repl, wait_for
+from _kernel import Kernel
 
-from rlm_kernel.testing.server import Reply, ScriptedServer
+from rlm_kernel.testing.server import ScriptedServer
 
 FAKE_KEY = "sk-test-interrupt-0000"
-STOP_BOUND = 5.0  # seconds; the target is well under one
-
-
-class Held:
-    """A responder (for a root script item or ``sub=``) that keeps each
-    request open up to ``hold`` seconds and notes when its client hangs up
-    (a cancelled request closes its connection)."""
-
-    def __init__(self, hold: float = 30.0, text: str = "late") -> None:
-        self.hold, self.text = hold, text
-        self.started = 0
-        self.hung_up: list[float] = []  # time.monotonic() of each hang-up
-        self._lock = threading.Lock()
-
-    def __call__(self, *_: Any) -> Reply:
-        connection = _request_socket()
-        with self._lock:
-            self.started += 1
-        deadline = time.monotonic() + self.hold
-        while time.monotonic() < deadline:
-            readable, _, _ = select.select([connection], [], [], 0.05)
-            if not readable:
-                continue
-            try:
-                gone = connection.recv(1, socket.MSG_PEEK) == b""
-            except OSError:
-                gone = True
-            if gone:
-                with self._lock:
-                    self.hung_up.append(time.monotonic())
-                break
-            time.sleep(0.05)
-        return Reply(text=self.text)
-
-    def wait_hung_up(self, count: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if len(self.hung_up) >= count:
-                return True
-            time.sleep(0.02)
-        return len(self.hung_up) >= count
-
-
-def _request_socket() -> socket.socket:
-    """The connection of the request being answered (its handler is up the stack)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        handler = frame.f_locals.get("self")
-        if isinstance(handler, BaseHTTPRequestHandler):
-            return handler.connection
-        frame = frame.f_back
-    raise RuntimeError("not called from a request handler")
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def child_threads() -> list[str]:
@@ -154,12 +86,9 @@ def test_the_run_timeout_stops_a_sleeping_childs_code(run_rlm, tmp_path):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    from test_kernel import Kernel
-
     kernel = Kernel("rlm", tmp_path_factory.mktemp("interrupt-children"))
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
-        assert reply["status"] == "ok", reply
+        kernel.import_litellm()
         kernel.execute("context = 'abc'")
         yield kernel
     finally:
@@ -169,18 +98,6 @@ def kernel(tmp_path_factory):
 def _start(kernel: Any, server: ScriptedServer, out: Path) -> str:
     return kernel.kc.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model --api-base {server.url} "
                              f"--output {out}\nq")
-
-
-def _interrupt(kernel: Any, msg_id: str) -> float:
-    """Interrupt; return how long the kernel took to finish the cell."""
-    started = time.monotonic()
-    kernel.km.interrupt_kernel()
-    try:
-        kernel._until_idle(msg_id, [], 20)
-    except queue.Empty:
-        kernel._recover(msg_id)
-        raise AssertionError("Interrupt did not stop the run within 20 s") from None
-    return time.monotonic() - started
 
 
 def _kernel_child_threads(kernel: Any) -> str:
@@ -201,7 +118,7 @@ def test_kernel_interrupt_stops_a_childs_code(kernel, tmp_path, kind):
         except AssertionError:
             kernel._recover(msg_id)
             raise
-        took = _interrupt(kernel, msg_id)
+        took = kernel.interrupt(msg_id, within=20)
     assert took < STOP_BOUND, f"the kernel took {took:.1f} s to stop the run"
     assert kernel.value("rlm_result.reason") == "'interrupted'"
     deadline = time.monotonic() + STOP_BOUND
@@ -230,7 +147,7 @@ def test_kernel_interrupt_cancels_a_childs_own_sub_call(kernel, tmp_path):
         except AssertionError:
             kernel._recover(msg_id)
             raise
-        took = _interrupt(kernel, msg_id)
+        took = kernel.interrupt(msg_id, within=20)
         assert held.wait_hung_up(1, STOP_BOUND), "the child's sub-call was left running"
     assert took < STOP_BOUND
     assert _kernel_child_threads(kernel) == "[]"
@@ -246,10 +163,8 @@ def test_ctrl_c_during_a_childs_code_exits_130_at_once(tmp_path):
     root = [repl("print('root step one', flush=True)"), repl("r = rlm_query('work')")]
     with ScriptedServer(Router({"root-model": root, "sub-model": [repl(sleeping(trace))]})) as srv:
         out = tmp_path / "run.ipynb"
-        proc = subprocess.Popen([CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                                 "--sub-model", "openai/sub-model", "--api-base", srv.url, "-o", str(out), "--json",
-                                 "--quiet"], cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_cli([*run_args(srv.url, out), "--json", "--quiet"], tmp_path,
+                         env=clean_env(OPENAI_API_KEY=FAKE_KEY))
         try:
             wait_for(lambda: trace.read_text() == "asleep" or proc.poll() is not None, 60, "the child's code")
             assert proc.poll() is None, proc.communicate()

@@ -5,7 +5,6 @@ short UsageError; ``%load_ext rlm_kernel`` in a plain ``python3`` kernel."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import threading
 import time
@@ -14,97 +13,14 @@ from typing import Any
 
 import nbformat
 import pytest
-from _helpers import Router, cells_by_role, repl
-from jupyter_client.manager import start_new_kernel
-from test_interrupt_children import Held
+from _helpers import STOP_BOUND, Held, Router, cells_by_role, repl
+from _kernel import TIMEOUT, Kernel, texts
 
 from rlm_kernel.testing.server import Reply, ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.kernel
 
-TIMEOUT = 90  # kernel start, plain cells
 RUN_TIMEOUT = 15  # one scripted %%rlm run (a second or two when healthy; litellm is warmed up first)
-STOP_BOUND = 5.0  # seconds from Interrupt to the end of the run (the target is about one)
-
-
-def kernel_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return env
-
-
-class Kernel:
-    def __init__(self, name: str, cwd: Path) -> None:
-        self.cwd = cwd
-        self.name = name
-        self.km, self.kc = start_new_kernel(kernel_name=name, cwd=str(cwd), env=kernel_env(),
-                                            startup_timeout=TIMEOUT)
-
-    def execute(self, code: str, timeout: float = TIMEOUT, **kwargs: Any) -> tuple[dict, list[dict]]:
-        """Run code; return its execute_reply content and every iopub message
-        published until the kernel went idle for it (whatever their parent).
-        A cell that does not finish in ``timeout`` seconds fails the test; the
-        kernel is interrupted (or restarted) so that later tests can go on."""
-        msg_id = self.kc.execute(code, **kwargs)
-        messages: list[dict] = []
-        try:
-            self._until_idle(msg_id, messages, timeout)
-        except queue.Empty:
-            self._recover(msg_id)
-            raise AssertionError(
-                f"the kernel did not finish the cell within {timeout:g} s (it hung; "
-                f"{len(messages)} iopub messages, last: {[m['msg_type'] for m in messages[-3:]]}):\n{code}"
-            ) from None
-        while True:
-            reply = self.kc.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"], messages
-
-    def _until_idle(self, msg_id: str, messages: list[dict], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-            messages.append(msg)
-            if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                    and msg["content"]["execution_state"] == "idle"):
-                return
-
-    def _recover(self, msg_id: str) -> None:
-        self.km.interrupt_kernel()
-        try:
-            self._until_idle(msg_id, [], 20)
-        except queue.Empty:
-            self.km.restart_kernel(now=True)
-            self.kc.wait_for_ready(timeout=TIMEOUT)
-            self.execute("%load_ext rlm_kernel" if self.name == "python3" else "pass")
-
-    def value(self, expression: str) -> Any:
-        reply, _ = self.execute("", user_expressions={"v": expression})
-        result = reply["user_expressions"]["v"]
-        assert result["status"] == "ok", result
-        return result["data"]["text/plain"]
-
-    def shutdown(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-
-
-def texts(messages: list[dict], *types: str) -> str:
-    """All text in iopub messages of the given types."""
-    out = []
-    for msg in messages:
-        if msg["msg_type"] not in types:
-            continue
-        content = msg["content"]
-        if msg["msg_type"] == "stream":
-            out.append(content["text"])
-        elif msg["msg_type"] == "error":
-            out.append(f"{content['ename']}: {content['evalue']}")
-        else:
-            data = content.get("data", {})
-            out.append(str(data.get("text/markdown", "")) + "\n" + str(data.get("text/plain", "")))
-    return "\n".join(out)
 
 
 def assert_usage_error(reply: dict, messages: list[dict], *needles: str) -> None:
@@ -140,9 +56,7 @@ def kernels(workdir):
         try:
             kernel = Kernel(name, cwd)
             started[key] = kernel
-            # litellm takes seconds to import: do it now, not inside a timed run
-            reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
-            assert reply["status"] == "ok", reply
+            kernel.import_litellm()  # not inside a timed run
         except BaseException as error:  # noqa: BLE001
             errors.append(error)
 
@@ -327,25 +241,16 @@ def test_interrupt_stops_a_run_and_keeps_its_trajectory(rlm_kernel, scripted, wo
     out = workdir / "interrupted" / "run.ipynb"
     msg_id = rlm_kernel.kc.execute(f"%%rlm --model openai/root-model --api-base {srv.url} --output {out}\nq")
     deadline = time.monotonic() + RUN_TIMEOUT
-    seen = []
     try:  # wait until the generated cell is running
         while True:
             msg = rlm_kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-            seen.append(msg)
             if msg["msg_type"] == "stream" and "before the wait" in msg["content"]["text"]:
                 break
     except queue.Empty:
         rlm_kernel._recover(msg_id)
         raise AssertionError(f"the generated cell never started within {RUN_TIMEOUT} s (the run hung)") from None
     time.sleep(0.3)
-    started = time.monotonic()
-    rlm_kernel.km.interrupt_kernel()
-    try:
-        rlm_kernel._until_idle(msg_id, seen, 15)
-    except queue.Empty:
-        rlm_kernel._recover(msg_id)
-        raise AssertionError("Interrupt did not stop the run within 15 s") from None
-    took = time.monotonic() - started
+    took = rlm_kernel.interrupt(msg_id, within=15)
     assert took < STOP_BOUND, f"Interrupt took {took:.1f} s to stop the run"
     assert rlm_kernel.value("rlm_result.reason") == "'interrupted'"
     nb = nbformat.read(str(out), as_version=4)
@@ -374,14 +279,7 @@ def test_interrupt_during_a_root_call_stops_the_run_at_once(rlm_kernel, scripted
             raise AssertionError(f"the second root call never started within {RUN_TIMEOUT} s")
         time.sleep(0.05)
     time.sleep(0.3)
-    started = time.monotonic()
-    rlm_kernel.km.interrupt_kernel()
-    try:
-        rlm_kernel._until_idle(msg_id, [], 15)
-    except queue.Empty:
-        rlm_kernel._recover(msg_id)
-        raise AssertionError("Interrupt did not stop the run within 15 s") from None
-    took = time.monotonic() - started
+    took = rlm_kernel.interrupt(msg_id, within=15)
     assert took < STOP_BOUND, f"Interrupt took {took:.1f} s to stop the run"
     assert held.wait_hung_up(1, STOP_BOUND), "the root call's HTTP request was left running"
     assert rlm_kernel.value("rlm_result.reason") == "'interrupted'"
@@ -410,14 +308,7 @@ def test_interrupt_during_a_sub_call_batch_cancels_its_requests(rlm_kernel, scri
             rlm_kernel._recover(msg_id)
             raise AssertionError(f"the eight sub-calls never reached the server within {RUN_TIMEOUT} s")
         time.sleep(0.05)
-    started = time.monotonic()
-    rlm_kernel.km.interrupt_kernel()
-    try:
-        rlm_kernel._until_idle(msg_id, [], 15)
-    except queue.Empty:
-        rlm_kernel._recover(msg_id)
-        raise AssertionError("Interrupt did not stop the run within 15 s") from None
-    took = time.monotonic() - started
+    took = rlm_kernel.interrupt(msg_id, within=15)
     assert took < STOP_BOUND, f"Interrupt took {took:.1f} s to stop the run"
     assert held.wait_hung_up(8, STOP_BOUND), f"only {len(held.hung_up)} of 8 sub-call requests were cancelled"
     assert rlm_kernel.value("rlm_result.reason") == "'interrupted'"

@@ -9,9 +9,8 @@ import queue
 import time
 
 import pytest
-from _helpers import repl
+from _helpers import clean_env, repl
 from jupyter_client.manager import start_new_kernel
-from test_kernel import kernel_env
 
 from rlm_kernel.testing.server import Script, ScriptedServer
 
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.kernel
 def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
     root = [repl("import time\ntime.sleep(2)\nprint('slept')"), "FINAL(done)"]
     with ScriptedServer(Script(root=root)) as server:
-        km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=kernel_env(), startup_timeout=90)
+        km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
         try:
             kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)

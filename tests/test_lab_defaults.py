@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import queue
-import time
 from pathlib import Path
 
 import pytest
-from _helpers import repl
-from jupyter_client.manager import start_new_kernel
+from _helpers import clean_env, repl
+from _kernel import Kernel, texts
 
 from rlm_kernel.cli import LAB_DEFAULT_MODELS, lab_settings
 from rlm_kernel.testing.server import Script, ScriptedServer
@@ -88,42 +85,23 @@ def test_a_kernel_with_the_lab_environment_runs_a_cell_without_model(tmp_path):
     """The examples' cells have no --model: in a kernel given the lab's
     environment they run on the default model (here routed to the scripted
     server) and the note above the run says which model was chosen."""
-    parent = {k: v for k, v in os.environ.items()
-              if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env, _, _ = lab_settings({**parent, "OPENAI_API_KEY": "sk-fake-for-the-scripted-server-0"})
+    env, _, _ = lab_settings(clean_env(OPENAI_API_KEY="sk-fake-for-the-scripted-server-0"))
     script = Script(root=[repl("print(len(context))", prose="Measure."), "FINAL(done)"], root_models=("gpt-4o-mini",))
     with ScriptedServer(script) as srv:
         env.update(RLM_API_BASE=srv.url, LITELLM_LOCAL_MODEL_COST_MAP="True")
-        km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=env, startup_timeout=90)
+        kernel = Kernel("rlm", tmp_path, env=env)
         try:
-            _run(kc, "context = 'abc' * 10", 90)
-            shown = _run(kc, "%%rlm\nHow long is it?", 120)
+            _run(kernel, "context = 'abc' * 10", 90)
+            shown = _run(kernel, "%%rlm\nHow long is it?", 120)
             assert "chosen by rlm-kernel lab because OPENAI_API_KEY is set" in shown, shown
             assert "No model given" not in shown
-            assert "final ['openai/gpt-4o-mini']" in _run(kc, "print(rlm_result.reason, list(rlm_result.usage))", 30)
+            assert "final ['openai/gpt-4o-mini']" in _run(kernel, "print(rlm_result.reason, list(rlm_result.usage))", 30)
         finally:
-            kc.stop_channels()
-            km.shutdown_kernel(now=True)
+            kernel.shutdown()
         assert [body["model"] for body in srv.calls()] == ["gpt-4o-mini", "gpt-4o-mini"]
 
 
-def _run(kc, code: str, timeout: float) -> str:
+def _run(kernel: Kernel, code: str, timeout: float) -> str:
     """Run ``code``; return the text of everything it showed (streams, displays, errors)."""
-    msg_id = kc.execute(code)
-    out = []
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError(f"the kernel did not finish within {timeout} s: {code!r}") from None
-        content = msg["content"]
-        if msg["msg_type"] == "stream":
-            out.append(content["text"])
-        elif msg["msg_type"] in ("display_data", "execute_result", "update_display_data"):
-            out.append(str(content.get("data", {}).get("text/plain", "")))
-        elif msg["msg_type"] == "error":
-            out.append(f"{content['ename']}: {content['evalue']}")
-        elif (msg["msg_type"] == "status" and content["execution_state"] == "idle"
-              and msg["parent_header"].get("msg_id") == msg_id):
-            return "\n".join(out)
+    _, messages = kernel.execute(code, timeout)
+    return texts(messages, "stream", "display_data", "execute_result", "update_display_data", "error")

@@ -6,18 +6,15 @@ code's outputs follow its ``cell_started``, ``run_ended`` comes last)."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Any
 
 import pytest
 from _helpers import Router, repl
-from test_kernel import TIMEOUT, Kernel
+from _kernel import PROTOCOL, Frontend
 
 from rlm_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.kernel
-PROTOCOL = "rlm/1"
 STEPS = 4
 
 
@@ -29,42 +26,22 @@ def _script() -> list[str]:
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    kernel = Kernel("rlm", tmp_path_factory.mktemp("live-ops"))
+    kernel = Frontend(tmp_path_factory.mktemp("live-ops"))
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m\n"
-                                  "import os; os.environ['OPENAI_API_KEY'] = 'sk-test-not-a-key'\n"
-                                  "context = 'some text'")
+        kernel.import_litellm()
+        reply, _ = kernel.execute("import os; os.environ['OPENAI_API_KEY'] = 'sk-test-not-a-key'\ncontext = 'some text'")
         assert reply["status"] == "ok", reply
         yield kernel
     finally:
         kernel.shutdown()
 
 
-def _hello(kernel: Kernel, features: list[str] | None) -> None:
-    data: dict[str, Any] = {"protocol": PROTOCOL, "op": "hello", "notebook_path": "t.ipynb", "client_id": "t"}
-    if features is not None:
-        data["features"] = features
-    kernel.kc.shell_channel.send(kernel.kc.session.msg(
-        "comm_open", {"comm_id": uuid.uuid4().hex, "target_name": "rlm", "data": data}))
-    kernel.execute("pass")  # the comm_open is handled before this
-
-
-def _run(kernel: Kernel, url: str) -> list[dict]:
+def _run(kernel: Frontend, url: str) -> list[dict]:
     """Run a %%rlm cell the way JupyterLab does (the request names its cell);
     every iopub message until the kernel is idle again."""
     code = f"%%rlm --model openai/root-model --api-base {url} --max-iterations {STEPS}\nq"
-    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-               "allow_stdin": False, "stop_on_error": True}
-    msg = kernel.kc.session.msg("execute_request", content, metadata={"cellId": "anchor"})
-    kernel.kc.shell_channel.send(msg)
-    messages: list[dict] = []
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        iopub = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        messages.append(iopub)
-        if (iopub["parent_header"].get("msg_id") == msg["header"]["msg_id"] and iopub["msg_type"] == "status"
-                and iopub["content"]["execution_state"] == "idle"):
-            return messages
+    _, messages = kernel.run_cell(code, "anchor")
+    return messages
 
 
 def _ops_messages(messages: list[dict]) -> list[dict]:
@@ -119,9 +96,9 @@ def _positions(events: list[tuple[str, dict]], cell_id: str) -> dict[str, int]:
     return at
 
 
-def test_batches_ops_for_a_frontend_that_reads_them(kernel: Kernel) -> None:
+def test_batches_ops_for_a_frontend_that_reads_them(kernel: Frontend) -> None:
     with ScriptedServer(Router({"root-model": _script()})) as server:
-        _hello(kernel, ["ops"])
+        kernel.hello(features=["ops"])
         messages = _run(kernel, server.url)
     sent = _ops_messages(messages)
     batches = [m for m in sent if m["op"] == "ops"]
@@ -133,9 +110,9 @@ def test_batches_ops_for_a_frontend_that_reads_them(kernel: Kernel) -> None:
     _assert_applicable(events)
 
 
-def test_sends_ops_one_by_one_to_a_frontend_without_the_feature(kernel: Kernel) -> None:
+def test_sends_ops_one_by_one_to_a_frontend_without_the_feature(kernel: Frontend) -> None:
     with ScriptedServer(Router({"root-model": _script()})) as server:
-        _hello(kernel, None)
+        kernel.hello()
         messages = _run(kernel, server.url)
     sent = _ops_messages(messages)
     assert sent and all(m["op"] != "ops" for m in sent), [m["op"] for m in sent]

@@ -11,8 +11,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from _helpers import Router, repl
-from test_cli import CLI, clean_env
+from _cli import run_args, run_cli
+from _helpers import Router, clean_env, repl
 
 from rlm_kernel.testing.server import ScriptedServer
 
@@ -131,8 +131,7 @@ def test_resume_without_replay_and_dropping_the_old_continuation(tmp_path, make_
 
 
 def _cli(args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], cwd=cwd, env=clean_env(OPENAI_API_KEY=FAKE_KEY), input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    return run_cli(args, cwd, env=clean_env(OPENAI_API_KEY=FAKE_KEY), input=stdin)
 
 
 def test_cli_resume_from_a_cell_index(tmp_path, make_rlm, server):
@@ -176,8 +175,7 @@ def test_cli_approve_skip_edit_and_run(tmp_path):
     with ScriptedServer(script) as srv:
         out = tmp_path / "approved.ipynb"
         answers = "s\ne\nprint('second block, edited')\n\n"
-        done = _cli(["run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                     "--api-base", srv.url, "--approve", "-o", str(out), "--json"], tmp_path, stdin=answers)
+        done = _cli([*run_args(srv.url, out, sub_model=False), "--approve", "--json"], tmp_path, stdin=answers)
         assert done.returncode == 0, done.stderr
         assert "Run this code?" in done.stderr
         nb = nbformat.read(out, as_version=4)
@@ -194,8 +192,7 @@ def test_cli_approve_stop_ends_the_run(tmp_path):
     (tmp_path / "doc.txt").write_text("text\n", encoding="utf-8")
     with ScriptedServer(Router({"root-model": [repl("print('never')")]}, sub=_sub)) as srv:
         out = tmp_path / "stopped.ipynb"
-        done = _cli(["run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                     "--api-base", srv.url, "--approve", "-o", str(out), "--json"], tmp_path, stdin="t\n")
+        done = _cli([*run_args(srv.url, out, sub_model=False), "--approve", "--json"], tmp_path, stdin="t\n")
         assert done.returncode == 1
         assert json.loads(done.stdout)["reason"] == "interrupted"
         nb = nbformat.read(out, as_version=4)
@@ -219,11 +216,9 @@ def test_cli_approve_on_a_terminal_keeps_stdout_pure_json(tmp_path):
     try:
         with ScriptedServer(script) as srv:
             os.write(master, b"e\n\n")  # edit the first block, run the second
-            done = subprocess.run(
-                [CLI, "run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model",
-                 "--api-base", srv.url, "--approve", "-o", str(tmp_path / "tty.ipynb"), "--json"],
-                cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY, EDITOR=f"{sys.executable} {editor}"),
-                stdin=slave, capture_output=True, text=True, timeout=120)
+            done = run_cli([*run_args(srv.url, tmp_path / "tty.ipynb", sub_model=False), "--approve", "--json"],
+                           tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY, EDITOR=f"{sys.executable} {editor}"),
+                           stdin=slave)
     finally:
         os.close(master)
         os.close(slave)

@@ -16,25 +16,20 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
-import sys
 import threading
-import time
-from pathlib import Path
 
 import pytest
-from _helpers import cell_text, cells_by_role, repl
-from jupyter_client.manager import start_new_kernel
+from _cli import run_cli
+from _helpers import cell_text, cells_by_role, clean_env, repl
+from _kernel import Kernel
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
-CLI = str(Path(sys.executable).with_name("rlm-kernel"))
 ENV_KEY = "sk-FAKE-env-4f1c9a7e2b8d6035aa"
 ANTHROPIC_KEY = "sk-ant-FAKE-1b2c3d4e5f60718293"
 CODE_KEY = "FAKEKEY-given-in-code-93e7c1d5b2a4"  # no sk- prefix: only remembering it can redact it
 KEYS = (ENV_KEY, ANTHROPIC_KEY, CODE_KEY)
-TIMEOUT = 90
 
 LEAKY_STEP = repl(
     "import os\n"
@@ -52,48 +47,9 @@ def leaky_sub(key: str):
     return lambda prompt: Reply(status=400, text=f"bad request from key {key}")
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.update(extra)
-    return env
-
-
 def find_keys(text: str) -> list[str]:
     found = [key for key in KEYS if key in text]
     return found + (["a FAKE key fragment"] if "FAKE-env" in text or "given-in-code" in text else [])
-
-
-class Kernel:
-    def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
-        self.log = open(log, "w")  # noqa: SIM115 - closed in shutdown
-        self.km, self.kc = start_new_kernel(kernel_name="rlm", cwd=str(cwd), env=env, startup_timeout=TIMEOUT,
-                                            stdout=self.log, stderr=self.log)
-        self.messages: list[dict] = []
-
-    def execute(self, code: str, timeout: float = TIMEOUT) -> dict:
-        msg_id = self.kc.execute(code)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-                self.messages.append(msg)
-                if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                        and msg["content"]["execution_state"] == "idle"):
-                    break
-        except queue.Empty:
-            self.km.interrupt_kernel()
-            raise AssertionError(f"the kernel did not finish within {timeout:g} s:\n{code}") from None
-        while True:
-            reply = self.kc.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"]
-
-    def shutdown(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +63,10 @@ def scenario(tmp_path_factory):
     }
     env = clean_env(OPENAI_API_KEY=ENV_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     outputs: dict[str, str] = {}
-    kernel = Kernel(base, env, base / "kernel.log")
+    kernel = Kernel("rlm", base, env=env, log=base / "kernel.log")
     try:
         def cli(name: str, *args: str) -> subprocess.CompletedProcess:
-            proc = subprocess.run([CLI, *args], cwd=base, env=env, capture_output=True, text=True, timeout=180)
+            proc = run_cli(list(args), base, env=env, timeout=180)
             outputs[f"{name} stdout"], outputs[f"{name} stderr"] = proc.stdout, proc.stderr
             return proc
 
@@ -124,14 +80,15 @@ def scenario(tmp_path_factory):
         }
         runs["cli export"] = cli("cli export", "export", "cli.ipynb", "-o", "cli-export.md")
 
-        kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
-        kernel_replies = {
-            "context": kernel.execute(f"%rlm context {base / 'context.txt'}"),
-            "run": kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
-                                  f"--api-base {servers['ok'].url}\nWhich key opens it?"),
-            "rejected": kernel.execute(f"%%rlm --model openai/root-model --api-base {servers['rejecting'].url}\nq"),
-            "result": kernel.execute("print(rlm_result.reason, rlm_result.error)"),
+        kernel.import_litellm()
+        cells = {
+            "context": f"%rlm context {base / 'context.txt'}",
+            "run": f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                   f"--api-base {servers['ok'].url}\nWhich key opens it?",
+            "rejected": f"%%rlm --model openai/root-model --api-base {servers['rejecting'].url}\nq",
+            "result": "print(rlm_result.reason, rlm_result.error)",
         }
+        kernel_replies = {name: kernel.execute(code)[0] for name, code in cells.items()}
 
         from rlm_kernel import RLM
 
@@ -266,17 +223,17 @@ def test_no_network_in_code_blocks_sockets_and_processes(server, make_rlm, guard
 def test_no_network_in_code_in_the_kernel_leaves_human_cells_alone(tmp_path):
     srv = ScriptedServer(Script(root=[], sub=lambda p: f"echo: {p}")).start()
     srv.responder = Script(root=[repl(reach_out_code(srv)), "FINAL(ok)"])
-    kernel = Kernel(tmp_path, clean_env(), tmp_path / "kernel.log")
+    kernel = Kernel("rlm", tmp_path, log=tmp_path / "kernel.log")
     try:
         kernel.execute("context = 'x'")
-        reply = kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+        reply, _ = kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
                                f"--api-base {srv.url} --no-network-in-code\nReach out.")
         assert reply["status"] == "ok", reply
         printed = "".join(m["content"].get("text", "") for m in kernel.messages if m["msg_type"] == "stream")
         assert "('connect', 'blocked')" in printed and "('subprocess', 'blocked')" in printed
         assert "('llm_query', 'echo: still allowed')" in printed
         kernel.messages.clear()
-        reply = kernel.execute("import subprocess\nprint(subprocess.run(['echo', 'human'], capture_output=True, text=True).stdout)")
+        reply, _ = kernel.execute("import subprocess\nprint(subprocess.run(['echo', 'human'], capture_output=True, text=True).stdout)")
         assert reply["status"] == "ok", reply
         assert "human" in "".join(m["content"].get("text", "") for m in kernel.messages if m["msg_type"] == "stream")
     finally:

@@ -8,89 +8,17 @@ from __future__ import annotations
 
 import queue
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from _helpers import Router, repl
-from test_kernel import TIMEOUT, Kernel, kernel_env, texts
+from _helpers import Router, clean_env, repl
+from _kernel import TIMEOUT, Frontend, texts
 
 from rlm_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.kernel
-PROTOCOL = "rlm/1"
-
-
-class Frontend(Kernel):
-    """A kernel client that also speaks the labextension's side of the comm."""
-
-    def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
-        if env is None:
-            super().__init__("rlm", cwd)
-        else:
-            from jupyter_client.manager import start_new_kernel
-
-            self.cwd, self.name = cwd, "rlm"
-            self.km, self.kc = start_new_kernel(kernel_name="rlm", cwd=str(cwd), env=env, startup_timeout=TIMEOUT)
-        self.comm_id = uuid.uuid4().hex
-        self.ops: list[dict[str, Any]] = []
-        self.cells: list[dict[str, Any]] = []
-
-    def execute(self, code: str, timeout: float = TIMEOUT, **kwargs: Any) -> tuple[dict, list[dict]]:
-        reply, messages = super().execute(code, timeout, **kwargs)
-        for msg in messages:
-            data = msg["content"].get("data") or {} if msg["msg_type"] in ("comm_open", "comm_msg") else {}
-            if data.get("protocol") == PROTOCOL:
-                self.ops.append(data)
-        return reply, messages
-
-    def hello(self, cells: list[dict[str, Any]] | None = None) -> None:
-        data = {"protocol": PROTOCOL, "op": "hello", "notebook_path": "t.ipynb", "client_id": "test"}
-        if cells is not None:
-            data["cells"] = cells
-        msg = self.kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "rlm", "data": data})
-        self.kc.shell_channel.send(msg)
-        self.execute("pass")  # the comm_open is handled before this
-
-    def send_op(self, op: str, **fields: Any) -> None:
-        msg = self.kc.session.msg("comm_msg", {"comm_id": self.comm_id,
-                                               "data": {"protocol": PROTOCOL, "op": op, **fields}})
-        self.kc.shell_channel.send(msg)
-
-    def run_cell(self, code: str, cell_id: str, timeout: float = TIMEOUT,
-                 on_op: Any = None) -> tuple[dict, list[dict]]:
-        """Execute like JupyterLab does (the request names its cell), collecting our ops."""
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}
-        msg = self.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
-        self.kc.shell_channel.send(msg)
-        msg_id = msg["header"]["msg_id"]
-        messages: list[dict] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                iopub = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"cell {cell_id} did not finish in {timeout} s") from None
-            messages.append(iopub)
-            if iopub["msg_type"] in ("comm_open", "comm_msg"):
-                data = iopub["content"].get("data") or {}
-                if data.get("protocol") == PROTOCOL:
-                    self.ops.append(data)
-                    if on_op is not None:
-                        on_op(data)
-            if (iopub["parent_header"].get("msg_id") == msg_id and iopub["msg_type"] == "status"
-                    and iopub["content"]["execution_state"] == "idle"):
-                break
-        while True:
-            reply = self.kc.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"], messages
-
-    def ops_named(self, name: str) -> list[dict[str, Any]]:
-        return [o for o in self.ops if o.get("op") == name]
 
 
 def _sub_answers(prompt: str) -> str:
@@ -101,11 +29,17 @@ def _sub_answers(prompt: str) -> str:
 def frontend(tmp_path):
     kernel = Frontend(tmp_path)
     try:
-        reply, _ = kernel.execute("from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m")
-        assert reply["status"] == "ok"
+        kernel.import_litellm()
         yield kernel
     finally:
         kernel.shutdown()
+
+
+def _connect(frontend: Frontend, server: ScriptedServer, context: str) -> None:
+    """What a page does on opening the notebook (hello), the scripted models' settings, and ``context``."""
+    frontend.hello([])
+    frontend.execute(_settings(server))
+    frontend.execute(f"context = {context!r}")
 
 
 def _settings(server: ScriptedServer) -> str:
@@ -115,9 +49,7 @@ def _settings(server: ScriptedServer) -> str:
 
 def test_person_cell_subcalls_are_recorded_then_replayed(frontend):
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'some text'")
+        _connect(frontend, server, "some text")
         code = "r = llm_query('hello there')\nprint('got', r)"
         reply, messages = frontend.run_cell(code, "h1")
         assert reply["status"] == "ok", reply
@@ -194,9 +126,7 @@ def _set_value(kernel: Frontend, comm_id: str, value: str) -> None:
 
 def test_pinned_response_from_the_widget_is_returned_on_rerun(frontend):
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'x'")
+        _connect(frontend, server, "x")
         code = "r = llm_query('capital of france?')\nprint('answer is', r)"
         reply, messages = frontend.run_cell(code, "p1")
         assert reply["status"] == "ok"
@@ -232,9 +162,7 @@ def test_edit_the_prompt_ask_the_model_and_pin(frontend):
     from rlm_kernel.engine.subcalls import prompt_hash
 
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'x'")
+        _connect(frontend, server, "x")
         code = "r = llm_query('capital of france?')\nprint('answer is', r)"
         reply, messages = frontend.run_cell(code, "e1")
         assert reply["status"] == "ok"
@@ -307,7 +235,7 @@ def test_run_all_on_a_saved_notebook_makes_no_model_calls(tmp_path):
         path = _headless_notebook(server, tmp_path)
         made = len(server.requests)
         assert len(server.calls("sub-model")) == 3
-        env = {**kernel_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(JPY_SESSION_NAME=str(path), OPENAI_API_KEY="sk-test-not-a-key")
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
         client.execute(env=env)
@@ -331,7 +259,7 @@ def test_run_all_twice_in_one_kernel_makes_no_model_calls(tmp_path):
     with ScriptedServer(script) as server:
         path = _headless_notebook(server, tmp_path)
         made = len(server.requests)
-        env = {**kernel_env(), "JPY_SESSION_NAME": str(path), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(JPY_SESSION_NAME=str(path), OPENAI_API_KEY="sk-test-not-a-key")
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(nb, kernel_name="rlm", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
         said = []
@@ -418,9 +346,7 @@ def test_continue_typed_elsewhere_moves_the_old_steps_below_and_runs_once(fronte
         "FINAL(fresh answer)",
     ]}, sub=_sub_answers)
     with ScriptedServer(script) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'numbers'")
+        _connect(frontend, server, "numbers")
         query = {"id": "q1", "cell_type": "code", "source": "%%rlm\nWhat is x?", "metadata": {}, "outputs": []}
         reply, _ = frontend.run_cell(query["source"], "q1")
         assert reply["status"] == "ok", reply
@@ -482,9 +408,7 @@ def test_continue_from_here_rebuilds_history_with_the_persons_edits(frontend):
         root,
     ]}, sub=_sub_answers)
     with ScriptedServer(script) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'numbers'")
+        _connect(frontend, server, "numbers")
         reply, _ = frontend.run_cell("%%rlm --max-iterations 2\nWhat is x doubled?", "q1")
         assert reply["status"] == "ok", reply
         inserted = [o["cell"] for o in frontend.ops_named("insert_cell")]
@@ -551,9 +475,7 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
         "FINAL(approved)",
     ]}, sub=_sub_answers)
     with ScriptedServer(script) as server:
-        frontend.hello([])
-        frontend.execute(_settings(server))
-        frontend.execute("context = 'c'")
+        _connect(frontend, server, "c")
         asked: list[str] = []
         stop = threading.Event()
         answers = ["e", "", "s"]
@@ -567,13 +489,9 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
                         cell["source"] = "print('one, edited in the notebook')"
                 frontend.send_op("cells", request_id=op["request_id"], cells=cells)
 
-        content = {"code": "%%rlm --approve\nGo.", "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": True, "stop_on_error": True}
         helper.start()
         try:
-            msg = frontend.kc.session.msg("execute_request", content, metadata={"cellId": "ask"})
-            frontend.kc.shell_channel.send(msg)
-            messages = _collect_until_idle(frontend, msg["header"]["msg_id"], on_op)
+            _, messages = frontend.run_cell("%%rlm --approve\nGo.", "ask", timeout=60, on_op=on_op, allow_stdin=True)
         finally:
             stop.set()
             helper.join(5)
@@ -589,29 +507,13 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
         assert edited and edited[0]["source"] == "print('one, edited in the notebook')"
 
 
-def _collect_until_idle(kernel: Frontend, msg_id: str, on_op: Any, timeout: float = 60) -> list[dict]:
-    messages: list[dict] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        messages.append(msg)
-        if msg["msg_type"] in ("comm_open", "comm_msg"):
-            data = msg["content"].get("data") or {}
-            if data.get("protocol") == PROTOCOL:
-                kernel.ops.append(data)
-                on_op(data)
-        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "idle"):
-            return messages
-
-
 def test_pins_survive_a_kernel_restart_through_the_notebook(tmp_path):
     """Pin in the widget, save the notebook as the frontend would (its cells
     with the metadata the kernel sent), restart the kernel: the new kernel
     learns the pin from the page (hello with the cells) and returns it, with
     replay off, without a model call."""
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
-        env = {**kernel_env(), "OPENAI_API_KEY": "sk-test-not-a-key"}
+        env = clean_env(OPENAI_API_KEY="sk-test-not-a-key")
         kernel = Frontend(tmp_path, env=env)
         try:
             kernel.hello([])

@@ -15,10 +15,6 @@ from rlm_kernel.engine.engine_loop import engine_loop, submit, wait_interruptibl
 from rlm_kernel.engine.threads import CallerThread, WorkerThread
 
 
-def _on_engine_loop(coro_fn):
-    return submit(coro_fn()).result(timeout=10)
-
-
 def test_the_engine_loop_is_one_background_thread() -> None:
     loop = engine_loop()
     assert loop is engine_loop()

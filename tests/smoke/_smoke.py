@@ -6,21 +6,11 @@ a valid notebook, whatever it replies."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 # The reasons a run may end with against this model; "error" (a failed root
 # call) and "interrupted" are not among them.
 CLEAN_ENDS = {"final", "max_iterations", "budget", "timeout"}
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without provider keys or RLM settings."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.update(extra)
-    return env
 
 
 def descendants(pid: int) -> list[int]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _smoke import CLEAN_ENDS, alive, clean_env, command_line, descendants
+from _helpers import clean_env, free_port
+from _smoke import CLEAN_ENDS, alive, command_line, descendants
 from jupyter_client import BlockingKernelClient
 
 from rlm_kernel import offline
@@ -30,17 +30,11 @@ TOKEN = "rlm-smoke-token"
 START_SECONDS = 120
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Lab:
     """``python -m rlm_kernel.cli lab`` in a process group of its own."""
 
     def __init__(self, tmp: Path, **env: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.runtime = tmp / "runtime"
         self.log = tmp / "lab.log"
         self.seen: set[int] = set()
@@ -82,6 +76,20 @@ class Lab:
 
     def model_servers(self) -> list[int]:
         return [pid for pid in self.below() if "llama_cpp.server" in command_line(pid)]
+
+    def kernel_client(self) -> BlockingKernelClient:
+        """A client of a new ``rlm`` kernel of this JupyterLab (started as a
+        notebook would start it), ready; stop its channels when done."""
+        kernel_id = self.get("/api/kernels", "POST", {"name": "rlm"})["id"]
+        client = BlockingKernelClient(connection_file=str(self.runtime / f"kernel-{kernel_id}.json"))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=START_SECONDS)
+        except BaseException:
+            client.stop_channels()
+            raise
+        return client
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -143,12 +151,8 @@ def test_lab_without_a_key_uses_the_offline_model_and_leaves_nothing_behind(inst
     specs = server.get("/api/kernelspecs")
     assert specs["default"] == "rlm" and "rlm" in specs["kernelspecs"]
     # A kernel started by this JupyterLab (as a notebook would) runs %%rlm on the offline model.
-    kernel_id = server.get("/api/kernels", "POST", {"name": "rlm"})["id"]
-    client = BlockingKernelClient(connection_file=str(server.runtime / f"kernel-{kernel_id}.json"))
-    client.load_connection_file()
-    client.start_channels()
+    client = server.kernel_client()
     try:
-        client.wait_for_ready(timeout=START_SECONDS)
         reply = client.execute_interactive(
             "import os\ncontext = 'The cat sat on the mat. ' * 50\n"
             "settings = (os.environ['RLM_MODEL'], os.environ['RLM_API_BASE'])", timeout=60)
@@ -199,12 +203,8 @@ def test_lab_with_only_a_provider_key_gives_its_kernels_a_default_model(lab):
     assert server.model_servers() == []
     said = server.output()
     assert "offline model" not in said and "%%rlm cells use openai/gpt-4o-mini" in said, said
-    kernel_id = server.get("/api/kernels", "POST", {"name": "rlm"})["id"]
-    client = BlockingKernelClient(connection_file=str(server.runtime / f"kernel-{kernel_id}.json"))
-    client.load_connection_file()
-    client.start_channels()
+    client = server.kernel_client()
     try:
-        client.wait_for_ready(timeout=START_SECONDS)
         reply = client.execute_interactive("", user_expressions={
             "model": "__import__('os').environ.get('RLM_MODEL')"}, timeout=60)
     finally:

@@ -4,8 +4,8 @@ A 30-step run whose scripted model replies instantly (each step a trivial
 ```repl cell, the 30th also says FINAL) is timed twice:
 
 - headless: ``RLM(...).completion(context, query)`` in this process;
-- in the browser: a real JupyterLab (started here, like tests/ui/conftest.py
-  does) with the RLM kernel and the labextension, driven by Debian's
+- in the browser: a real JupyterLab (started by _lab.start_lab, as for the
+  UI tests) with the RLM kernel and the labextension, driven by Debian's
   Chromium; timed in the page from the moment the %%rlm cell is executed
   until all 30 steps' code cells (with their outputs) and the answer cell are
   rendered in the DOM.
@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,16 +42,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # the UI tests' helpers (_lab, labdriver) and tests/_helpers
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from conftest import (  # noqa: E402 - after the sys.path line
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    SETTINGS_OVERRIDES,
-    _free_port,
-    _wait_until_up,
-)
+from _lab import CHROMIUM, CHROMIUM_ARGS, start_lab  # noqa: E402 - after the sys.path line
 from labdriver import (  # noqa: E402
     ARTIFACTS,
     LabServer,
@@ -143,39 +136,6 @@ def time_kernel_alone(url: str, steps: int, repeat: int) -> list[float]:
 
 
 # -- browser --------------------------------------------------------------------
-
-
-def start_lab(base: Path, without_extension: bool = False) -> LabServer:
-    """A JupyterLab like the UI tests' session server (see conftest.lab_server);
-    ``without_extension`` disables rlm-kernel's labextension in it."""
-    root_dir = base / "notebooks"
-    for directory in (root_dir, base / "app-settings", base / "user-settings", base / "workspaces", base / "config"):
-        directory.mkdir(parents=True)
-    if without_extension:
-        (base / "config" / "labconfig").mkdir()
-        (base / "config" / "labconfig" / "page_config.json").write_text(
-            json.dumps({"disabledExtensions": {"rlm-kernel": True}}))
-    (base / "app-settings" / "overrides.json").write_text(json.dumps(SETTINGS_OVERRIDES))
-    hello_log = base / "hellos.jsonl"
-    hello_log.touch()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log_path = ARTIFACTS / "bench-jupyter-lab.log"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser",
-        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-        f"--ServerApp.root_dir={root_dir}", f"--LabApp.app_settings_dir={base / 'app-settings'}",
-        f"--LabApp.user_settings_dir={base / 'user-settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
-    ]
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"), IPYTHONDIR=str(base / "ipython"),
-               PYTHONUNBUFFERED="1")
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root_dir)
-    lab = LabServer(url, root_dir, base / "user-settings", hello_log, process, log_path)
-    _wait_until_up(url, process, log_path)
-    return lab
 
 
 # Runs the %%rlm cell and resolves with the milliseconds until every code cell
@@ -389,7 +349,7 @@ def time_jupyterlab_alone(cells: list[dict[str, Any]], repeat: int) -> list[floa
     nbformat.validate(nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
 
     with tempfile.TemporaryDirectory(prefix="rlm-bench-plain-") as tmp:
-        lab = start_lab(Path(tmp), without_extension=True)
+        lab = start_lab(Path(tmp), "bench-jupyter-lab.log", without_extension=True)
         try:
             path = lab.write_notebook("plain.ipynb", cells, kernel="python3")
             with sync_playwright() as playwright:
@@ -408,11 +368,7 @@ def time_jupyterlab_alone(cells: list[dict[str, Any]], repeat: int) -> list[floa
                     times.append(page.evaluate(_NOTEBOOK_ALONE, ["bench", "batch"]) / 1000)
                 browser.close()
         finally:
-            lab.process.terminate()
-            try:
-                lab.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                lab.process.kill()
+            lab.stop()
     return times
 
 
@@ -422,7 +378,7 @@ def time_browser(url: str, steps: int, repeat: int, shot: Path) -> dict[str, Any
 
     STEPS_SEEN[0] = steps
     with tempfile.TemporaryDirectory(prefix="rlm-bench-") as tmp:
-        lab = start_lab(Path(tmp))
+        lab = start_lab(Path(tmp), "bench-jupyter-lab.log")
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -471,11 +427,7 @@ def time_browser(url: str, steps: int, repeat: int, shot: Path) -> dict[str, Any
                     kernel_times.append(_kernel_elapsed(page))
                 browser.close()
         finally:
-            lab.process.terminate()
-            try:
-                lab.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                lab.process.kill()
+            lab.stop()
     return {"browser": times, "kernel": kernel_times, "marks": marks, "stuck": stuck,
             "alone_batch": alone["batch"], "alone_stream": alone["stream"], "cpu": cpu, "run_cells": run_cells}
 

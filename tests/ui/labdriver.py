@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,15 @@ class LabServer:
         """The `hello` messages test kernels received from this notebook."""
         lines = self.hello_log.read_text().splitlines()
         return [h for h in map(json.loads, lines) if h.get("notebook_path") == notebook_path]
+
+    def stop(self) -> None:
+        """Stop the server (and with it its kernels)."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
 
 
 _NOTEBOOK_READY = """() => {
@@ -164,15 +172,6 @@ def screenshot(page: Page, request: pytest.FixtureRequest, suffix: str = "") -> 
     return path
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    """Poll a Python-side condition (e.g. a file the kernel writes)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
 # -- helpers for real %%rlm runs (the RLM kernel, the scripted model server) ---
 
 _NOTEBOOK_ATTACHED = """() => {
@@ -206,6 +205,19 @@ def rlm_magic(model_url: str, *options: str, sub_model: bool = True) -> str:
     parts.append(f"--api-base {model_url}")
     parts.extend(options)
     return " ".join(parts)
+
+
+def open_run_notebook(page: Page, lab: LabServer, name: str, context: str, ask: str,
+                      *more: dict, opener: Callable[[Page, LabServer, str], None] = open_notebook) -> str:
+    """Write NAME with the RLM kernel: a cell `ctx` (``context``, code that
+    sets it), the %%rlm cell `ask` (``ask``, its whole source) and ``more``
+    cells; open it (with ``opener``) and run `ctx`. Returns its path; start
+    the run with ``start_cell(page, "ask")``."""
+    path = lab.write_notebook(name, [code_cell(context, "ctx"), code_cell(ask, "ask"), *more], kernel="rlm")
+    opener(page, lab, path)
+    start_cell(page, "ctx")
+    wait_cell_executed(page, "ctx")
+    return path
 
 
 def start_cell(page: Page, cell_id: str) -> None:
@@ -367,11 +379,3 @@ def shutdown_all_sessions(page: Page) -> None:
         )
     except Exception:  # noqa: BLE001 - the page may be gone or elsewhere
         pass
-
-
-@pytest.fixture
-def fresh_kernels(page: Page):
-    """Use in a test module (`pytestmark = pytest.mark.usefixtures(...)` or an
-    autouse wrapper) to shut its kernels down when each test ends."""
-    yield
-    shutdown_all_sessions(page)

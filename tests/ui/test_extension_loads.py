@@ -13,6 +13,7 @@ import textwrap
 import urllib.parse
 
 import pytest
+from _helpers import wait_for
 from labdriver import (
     PLUGIN_ID,
     LabServer,
@@ -24,7 +25,6 @@ from labdriver import (
     run_cell,
     save_notebook,
     screenshot,
-    wait_for,
     wait_notebook_ready,
 )
 from playwright.sync_api import Page, expect

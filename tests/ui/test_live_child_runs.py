@@ -10,15 +10,12 @@ import pytest
 from labdriver import (
     CELLS,
     all_cells,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     rlm_magic,
     save_notebook,
     saved_cells_by_id,
     screenshot,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -62,15 +59,8 @@ class Conversations:
 def test_child_run_steps_show_inside_the_subcall_widget(page: Page, lab_server, request) -> None:
     conversations = Conversations()
     with ScriptedServer(conversations) as server:
-        path = lab_server.write_notebook(
-            "child.ipynb",
-            [code_cell("context = 'needle ' * 300", "ctx"),
-             code_cell(f"{rlm_magic(server.url)}\nHow many needles?", "ask")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        path = open_run_notebook(page, lab_server, "child.ipynb", "context = 'needle ' * 300",
+                                 f"{rlm_magic(server.url)}\nHow many needles?")
         start_cell(page, "ask")
 
         widget = page.locator(f"{CELLS} .rlm-subcall-widget").first

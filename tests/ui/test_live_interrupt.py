@@ -14,9 +14,7 @@ from labdriver import (
     cell_by_id,
     cell_state,
     click_interrupt,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     output_text,
     rlm_magic,
     run_cell,
@@ -24,7 +22,6 @@ from labdriver import (
     saved_cells_by_id,
     screenshot,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -58,14 +55,8 @@ def _interrupt_and_time(page: Page, rlm_cell: str) -> float:
 
 
 def _setup(page: Page, lab_server, name: str, magic: str) -> tuple[str, str]:
-    path = lab_server.write_notebook(
-        f"{name}.ipynb",
-        [code_cell("context = 'needle in a haystack ' * 2000", "ctx"), code_cell(f"{magic}\nFind the needle.", "ask")],
-        kernel="rlm",
-    )
-    open_notebook(page, lab_server, path)
-    start_cell(page, "ctx")
-    wait_cell_executed(page, "ctx")
+    path = open_run_notebook(page, lab_server, f"{name}.ipynb", "context = 'needle in a haystack ' * 2000",
+                             f"{magic}\nFind the needle.")
     start_cell(page, "ask")
     return path, "ask"
 

@@ -9,15 +9,13 @@ from labdriver import (
     CELLS,
     all_cells,
     cell_by_id,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
     open_in_notebook7,
+    open_run_notebook,
     rlm_magic,
     save_notebook,
     saved_cells_by_id,
     screenshot,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -38,17 +36,10 @@ STEPS = [
 
 def test_notebook7_real_run_inserts_cells(page: Page, lab_server, request) -> None:
     with ScriptedServer(Script(root=STEPS, sub=lambda p: Reply(text=f"re {p}", delay=0.3))) as server:
-        path = lab_server.write_notebook(
-            "nb7-run.ipynb",
-            [code_cell("context = 'seven ' * 100", "ctx"),
-             code_cell(f"{rlm_magic(server.url)}\nDoes it work in Notebook 7?", "ask")],
-            kernel="rlm",
-        )
-        open_in_notebook7(page, lab_server, path)
+        path = open_run_notebook(page, lab_server, "nb7-run.ipynb", "context = 'seven ' * 100",
+                                 f"{rlm_magic(server.url)}\nDoes it work in Notebook 7?", opener=open_in_notebook7)
         assert "/notebooks/" in page.url
         assert page.locator("#jp-main-statusbar").count() == 0 or not page.locator("#jp-main-statusbar").is_visible()
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
         start_cell(page, "ask")
 
         # Streaming into the inserted cell works here too.

@@ -11,15 +11,13 @@ from labdriver import (
     CELLS,
     all_cells,
     code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     output_text,
     rlm_magic,
     save_notebook,
     screenshot,
     start_cell,
     status_bar_text,
-    wait_cell_executed,
     wait_notebook_attached,
 )
 from playwright.sync_api import Page, expect
@@ -43,16 +41,9 @@ AGENT_ROLES = ("thought", "code", "answer")
 def test_reload_mid_run_keeps_filling_the_notebook(page: Page, lab_server, request) -> None:
     page.on("dialog", lambda dialog: dialog.accept())  # "leave the page with unsaved changes?"
     with ScriptedServer(Script(root=STEPS)) as server:
-        path = lab_server.write_notebook(
-            "reload.ipynb",
-            [code_cell("context = 'needle hay ' * 500", "ctx"),
-             code_cell(f"{rlm_magic(server.url)}\nCount the words.", "ask"),
-             code_cell("# a human cell below the run", "human")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        path = open_run_notebook(page, lab_server, "reload.ipynb", "context = 'needle hay ' * 500",
+                                 f"{rlm_magic(server.url)}\nCount the words.",
+                                 code_cell("# a human cell below the run", "human"))
         start_cell(page, "ask")
 
         page.wait_for_selector(f"{CELLS} .jp-OutputArea-output:has-text('step one output')", timeout=60_000)

@@ -9,15 +9,13 @@ from labdriver import (
     CELLS,
     all_cells,
     cell_by_id,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
     open_notebook,
+    open_run_notebook,
     rlm_magic,
     save_notebook,
     screenshot,
     shutdown_session,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -27,6 +25,8 @@ from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 pytestmark = pytest.mark.usefixtures("fresh_kernels")
 
 BATCH = 6
+CONTEXT = "context = 'alpha beta gamma ' * 300"
+QUESTION = "Summarise each section."
 STEPS = [
     "I will ask about each section.\n"
     f"```repl\nparts = [f'section {{i}}' for i in range({BATCH})]\n"
@@ -43,15 +43,7 @@ def _sub(prompt: str) -> Reply:
 
 def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None:
     with ScriptedServer(Script(root=STEPS, sub=_sub)) as server:
-        path = lab_server.write_notebook(
-            "reopen.ipynb",
-            [code_cell("context = 'alpha beta gamma ' * 300", "ctx"),
-             code_cell(f"{rlm_magic(server.url)}\nSummarise each section.", "ask")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        path = open_run_notebook(page, lab_server, "reopen.ipynb", CONTEXT, f"{rlm_magic(server.url)}\n{QUESTION}")
         start_cell(page, "ask")
         wait_cell_idle(page, "ask", timeout=60_000)
         expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=10_000)
@@ -128,15 +120,7 @@ def test_reopened_run_keeps_widgets_through_another_save(page: Page, lab_server,
     """Open a saved run (fresh kernel), save it again, reopen: the sub-call
     widget must still be there, in the file and on screen."""
     with ScriptedServer(Script(root=STEPS, sub=_sub)) as server:
-        path = lab_server.write_notebook(
-            "resave.ipynb",
-            [code_cell("context = 'alpha beta gamma ' * 300", "ctx"),
-             code_cell(f"{rlm_magic(server.url)}\nSummarise each section.", "ask")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        path = open_run_notebook(page, lab_server, "resave.ipynb", CONTEXT, f"{rlm_magic(server.url)}\n{QUESTION}")
         start_cell(page, "ask")
         wait_cell_idle(page, "ask", timeout=60_000)
         expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=10_000)

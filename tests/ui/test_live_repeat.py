@@ -13,13 +13,10 @@ from labdriver import (
     all_cells,
     cell_state,
     click_interrupt,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     rlm_magic,
     screenshot,
     start_cell,
-    wait_cell_executed,
 )
 from playwright.sync_api import Page
 
@@ -45,14 +42,8 @@ def _answers(page: Page) -> int:
 
 def test_back_to_back_runs_all_finish(page: Page, lab_server, request) -> None:
     with ScriptedServer(_instant) as server:
-        path = lab_server.write_notebook(
-            "repeat.ipynb",
-            [code_cell("context = 'quick ' * 100", "ctx"), code_cell(f"{rlm_magic(server.url, '--fresh')}\nQuick?", "ask")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        open_run_notebook(page, lab_server, "repeat.ipynb", "context = 'quick ' * 100",
+                          f"{rlm_magic(server.url, '--fresh')}\nQuick?")
 
         stuck: list[dict] = []
         durations: list[float] = []

@@ -11,14 +11,11 @@ from labdriver import (
     CELLS,
     all_cells,
     cell_by_id,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     rlm_magic,
     screenshot,
     start_cell,
     status_bar_text,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -41,15 +38,8 @@ STATUS = re.compile(r"RLM step (\d+)/(\d+) · depth (\d+) · (\d+) sub-calls? ·
 
 def _open_run(page: Page, lab_server, name: str, steps: list, *options: str) -> tuple[ScriptedServer, str]:
     server = ScriptedServer(Script(root=steps, sub=lambda p: Reply(text=f"ok {p}", delay=0.2))).start()
-    path = lab_server.write_notebook(
-        f"{name}.ipynb",
-        [code_cell("context = 'word ' * 1000", "ctx"),
-         code_cell(f"{rlm_magic(server.url, *options)}\nWalk four steps.", "ask")],
-        kernel="rlm",
-    )
-    open_notebook(page, lab_server, path)
-    start_cell(page, "ctx")
-    wait_cell_executed(page, "ctx")
+    path = open_run_notebook(page, lab_server, f"{name}.ipynb", "context = 'word ' * 1000",
+                             f"{rlm_magic(server.url, *options)}\nWalk four steps.")
     return server, path
 
 

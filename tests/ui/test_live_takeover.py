@@ -18,9 +18,7 @@ from labdriver import (
     append_code_cell,
     cell_by_id,
     cell_state,
-    code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
-    open_notebook,
+    open_run_notebook,
     output_text,
     rlm_magic,
     run_cell,
@@ -28,7 +26,6 @@ from labdriver import (
     saved_cells_by_id,
     screenshot,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -104,15 +101,8 @@ def _rerun(page: Page, cell_id: str, keyboard: bool) -> None:
 
 def _run_question(page: Page, lab_server, server: ScriptedServer, name: str) -> None:
     """A notebook with a context cell and the %%rlm cell, both run."""
-    path = lab_server.write_notebook(
-        name,
-        [code_cell("context = 'Notes about France and its cities.'", "ctx"),
-         code_cell(f"{rlm_magic(server.url)}\nWhat is the capital of France?", "ask")],
-        kernel="rlm",
-    )
-    open_notebook(page, lab_server, path)
-    start_cell(page, "ctx")
-    wait_cell_executed(page, "ctx")
+    open_run_notebook(page, lab_server, name, "context = 'Notes about France and its cities.'",
+                      f"{rlm_magic(server.url)}\nWhat is the capital of France?")
     start_cell(page, "ask")
     wait_cell_idle(page, "ask", timeout=60_000)
     expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=15_000)

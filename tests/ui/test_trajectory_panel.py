@@ -10,7 +10,6 @@ import pytest
 from labdriver import (
     CELLS,
     code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
     open_in_notebook7,
     open_notebook,
     screenshot,
