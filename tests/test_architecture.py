@@ -17,8 +17,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rlm_kernel"
 LEAVES = {"rlm_kernel._version", "rlm_kernel._words", "rlm_kernel.errors", "rlm_kernel.redaction"}
 # Modules allowed past ~400 lines because they hold one idea (see docs/architecture.md).
 LONG_BUT_ONE_IDEA = {
-    "rlm_kernel.bench.harness": "one benchmark: its script, both systems' runs and its report",
-    "rlm_kernel.bench": "the benchmarks' shared parts: scripted servers, child processes, reports",
     "rlm_kernel.export.runs": "a trajectory notebook read as runs and steps, which every export walks",
 }
 

@@ -21,11 +21,10 @@ import tempfile
 import time
 from typing import Any
 
-from ..testing.server import Faults
+from ..testing.server import Faults, Reply
 from . import (
     BenchServer,
     Progress,
-    Reply,
     Router,
     machine_info,
     md_table,

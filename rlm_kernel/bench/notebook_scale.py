@@ -19,10 +19,10 @@ import tempfile
 import time
 from typing import Any
 
+from ..testing.server import Reply
 from . import (
     BenchServer,
     Progress,
-    Reply,
     Router,
     machine_info,
     md_table,

@@ -39,7 +39,7 @@ import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..engine.cells import rlm_meta
 from .runs import RunView, Step, output_texts, prompt_shown, source
 
