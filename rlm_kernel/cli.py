@@ -162,10 +162,6 @@ def _run(args: Any) -> int:
     sink = None if args.quiet else ConsoleSink(sys.stderr)
     result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
                             approver=_approver(args))
-    if not args.quiet:
-        off = " (--no-replay)" if args.no_replay else ""
-        print(f"rlm-kernel: {plural(result.replayed_subcalls, 'sub-call')} replayed from the notebook, "
-              f"{result.subcalls:,} new{off}.", file=sys.stderr)
     return _report(args, result)
 
 
@@ -204,14 +200,14 @@ def _resume(args: Any) -> int:
     result = rlm.resume(args.resume, from_cell=saved.upto, output=output, context=args.context or None,
                         encoding=args.encoding, replay=not args.no_replay, drop_old=args.drop_old, sink=sink,
                         approver=_approver(args))
-    if not args.quiet:
-        off = " (--no-replay)" if args.no_replay else ""
-        print(f"rlm-kernel: {plural(result.replayed_subcalls, 'sub-call')} replayed from the notebook, "
-              f"{result.subcalls:,} new{off}.", file=sys.stderr)
     return _report(args, result)
 
 
 def _report(args: Any, result: Any) -> int:
+    if not args.quiet:
+        off = " (--no-replay)" if args.no_replay else ""
+        print(f"rlm-kernel: {plural(result.replayed_subcalls, 'sub-call')} replayed from the notebook, "
+              f"{result.subcalls:,} new{off}.", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     elif result.reason == "final":

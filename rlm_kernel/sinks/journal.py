@@ -21,7 +21,7 @@ import nbformat
 
 from ..engine.sink import Sink
 from ..redaction import redact
-from .notebook import check_writable, file_cell
+from .notebook import check_writable, file_cell, plain
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -36,14 +36,6 @@ def journal_path(notebook_path: str | os.PathLike[str]) -> Path:
     """``run.ipynb`` -> ``run.journal.jsonl`` beside it."""
     path = Path(notebook_path)
     return path.with_name(path.stem + SUFFIX)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class JournalSink(Sink):
@@ -90,17 +82,17 @@ class JournalSink(Sink):
 
     def run_started(self, run: Run) -> None:
         if run.depth == 0:
-            self._write({"kind": "run", "run": _plain(run.record())})
+            self._write({"kind": "run", "run": plain(run.record())})
 
     def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
         if run.depth == 0 and cell.cell_type != "code":
-            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
+            self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
         elif run.depth == 0 and cell.metadata.get("rlm", {}).get("role") in ("query", "context"):
-            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
+            self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth == 0:
-            self._write({"kind": "cell", "cell": _plain(dict(file_cell(cell)))})
+            self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         # A new step begins: the lines of the step before are final, keep them on disk.
@@ -112,7 +104,7 @@ class JournalSink(Sink):
     def run_ended(self, run: Run, result: RunResult) -> None:
         if run.depth:
             return
-        self._write({"kind": "end", "run": _plain(run.record(result))}, sync=self.keep)
+        self._write({"kind": "end", "run": plain(run.record(result))}, sync=self.keep)
         with self._lock:
             if self._handle is not None:
                 self._handle.close()

@@ -19,6 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..engine.sink import Sink
+from .notebook import plain
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -166,7 +167,7 @@ class LiveSink(Sink):
             return
         meta = cell.metadata.get("rlm", {})
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
-                   status=meta.get("status", "ok"), metadata=_plain(meta))
+                   status=meta.get("status", "ok"), metadata=plain(meta))
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
@@ -196,18 +197,10 @@ class LiveSink(Sink):
         self.channel.send("resync", run_id=run.run_id, anchor_cell_id=self.anchor, cells=cells)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _cell_json(cell: NotebookNode, outputs: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"id": cell.id, "cell_type": cell.cell_type, "source": cell.source,
-                            "metadata": _plain(cell.metadata)}
+                            "metadata": plain(cell.metadata)}
     if cell.cell_type == "code":
         data["execution_count"] = cell.get("execution_count")
-        data["outputs"] = _plain(cell.get("outputs", [])) if outputs else []
+        data["outputs"] = plain(cell.get("outputs", [])) if outputs else []
     return data

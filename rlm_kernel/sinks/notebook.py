@@ -39,6 +39,15 @@ def without_widget_views(outputs: list[Any]) -> list[Any]:
     return kept
 
 
+def plain(value: Any) -> Any:
+    """``value`` with every nbformat node made a plain dict (for JSON lines and comm messages)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def file_cell(cell: NotebookNode) -> NotebookNode:
     """``cell`` as a trajectory file keeps it."""
     if cell.get("cell_type") != "code" or not cell.get("outputs"):
