@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from _helpers import ROOT, SUB, clean_env, repl
 
 from rlm_kernel.testing.server import prompt_text
@@ -89,3 +90,16 @@ def quickstart_sub(prompt: str) -> str:
 
 def quickstart_responder() -> Callable[[dict[str, Any]], Any]:
     return scripted(QUICKSTART_ROOT, quickstart_sub)
+
+
+RUN_TIMEOUT = 180  # per cell: kernel start, litellm's import, a scripted run
+
+
+def execute(nb: Any, saved: Path, api_base: str, cwd: Path = EXAMPLES) -> None:
+    """Save ``nb`` as ``saved`` (the kernel reads it for replay and continue),
+    then run every cell in a kernel whose working directory is ``cwd``."""
+    from nbclient import NotebookClient
+
+    nbformat.write(nb, saved)
+    client = NotebookClient(nb, kernel_name="rlm", timeout=RUN_TIMEOUT, resources={"metadata": {"path": str(cwd)}})
+    client.execute(env=example_env(api_base, saved))

@@ -30,7 +30,7 @@ from _examples import (
     FAKE_KEY,
     PROBE_MARK,
     by_step,
-    example_env,
+    execute,
     probe_source,
     quickstart_responder,
     read_probe,
@@ -43,7 +43,6 @@ from rlm_kernel.testing.server import ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.kernel
 
-RUN_TIMEOUT = 180  # per cell: kernel start, litellm's import, a scripted run
 AGENT_ROLES = ("thought", "code", "answer")
 SECRET = re.compile(r"sk-[A-Za-z0-9_-]{12,}|Bearer\s+[A-Za-z0-9._-]{12,}")
 needs_texts = pytest.mark.skipif(
@@ -53,16 +52,6 @@ needs_texts = pytest.mark.skipif(
 
 
 # -- running an example ---------------------------------------------------------
-
-def execute(nb: Any, saved: Path, api_base: str, cwd: Path = EXAMPLES) -> None:
-    """Save ``nb`` as ``saved`` (the kernel reads it for replay and continue),
-    then run every cell in a kernel whose working directory is ``cwd``."""
-    from nbclient import NotebookClient
-
-    nbformat.write(nb, saved)
-    client = NotebookClient(nb, kernel_name="rlm", timeout=RUN_TIMEOUT, resources={"metadata": {"path": str(cwd)}})
-    client.execute(env=example_env(api_base, saved))
-
 
 # What the root model's code could find in the namespace when the run starts:
 # the names a person's cells left, and those that give the expected answer
