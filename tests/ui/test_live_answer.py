@@ -8,7 +8,6 @@ import pytest
 from labdriver import (
     CELLS,
     code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
     open_notebook,
     rlm_magic,
     screenshot,
