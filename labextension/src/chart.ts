@@ -1,13 +1,26 @@
 /**
- * A run's small bar chart: tokens per step (the root call and the sub-calls
- * stacked), and below it the cost per step when some cost is known. Plain
- * SVG; bar positions are percentages, so it fits any panel width.
+ * A run's small bar chart: tokens per step, the sub-calls' in the upper band
+ * and the root call's in the lower band, each band on its own scale (a
+ * 60,000-token batch next to a 2,000-token root call would flatten the root
+ * bars to nothing on one scale), and below them the cost per step when some
+ * cost is known. Plain SVG; bar positions are percentages, so it fits any
+ * panel width.
  */
-import { formatCost, formatTokens } from './statusbar';
+import { formatCost, formatTokens } from './format';
 import type { IStepPoint } from './panel_model';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const TOKEN_HEIGHT = 44;
+/** Each band (sub-calls above, root model below) and its own scale. */
+const BAND_HEIGHT = TOKEN_HEIGHT / 2;
+
+/** A bar's height in its band: any tokens at all show as at least 1 px. */
+function bandHeight(tokens: number, largest: number): number {
+  if (tokens <= 0 || largest <= 0) {
+    return 0;
+  }
+  return Math.max(1, (tokens / largest) * (BAND_HEIGHT - 1));
+}
 const LABEL_HEIGHT = 12;
 const COST_HEIGHT = 14;
 /** Widest a step's slot gets, in percent, so one step is not one wide block. */
@@ -35,8 +48,8 @@ export function renderChart(points: IStepPoint[], onClick: BarClick): HTMLElemen
   const figure = document.createElement('div');
   figure.className = 'rlm-chart';
   const hasCost = points.some(p => p.costUsd !== null);
-  const largest = Math.max(0, ...points.map(p => p.rootTokens + p.subcallTokens));
-  const maxTokens = Math.max(1, largest);
+  const largestRoot = Math.max(0, ...points.map(p => p.rootTokens));
+  const largestSub = Math.max(0, ...points.map(p => p.subcallTokens));
   const maxCost = Math.max(0, ...points.map(p => p.costUsd ?? 0));
   const height = TOKEN_HEIGHT + LABEL_HEIGHT + (hasCost ? COST_HEIGHT : 0);
 
@@ -70,17 +83,17 @@ export function renderChart(points: IStepPoint[], onClick: BarClick): HTMLElemen
     });
     const title = svg('title', {});
     title.textContent =
-      `Step ${point.step}: ${tokens.toLocaleString('en-US')} tokens ` +
-      `(root model ${point.rootTokens.toLocaleString('en-US')}, ` +
-      `sub-calls ${point.subcallTokens.toLocaleString('en-US')})` +
-      (point.costUsd === null ? ', cost unknown' : `, ${formatCost(point.costUsd)}`);
+      `Step ${point.step}: ${formatTokens(tokens)} ` +
+      `(root model ${formatTokens(point.rootTokens)}, ` +
+      `sub-calls ${formatTokens(point.subcallTokens)})` +
+      `, ${formatCost(point.costUsd)}`;
     group.appendChild(title);
     // A full-height hit area, so short bars are easy to click.
     group.appendChild(
       svg('rect', { class: 'rlm-chart-hit', x: percent(i * slot), y: 0, width: percent(slot), height })
     );
-    const rootHeight = (point.rootTokens / maxTokens) * (TOKEN_HEIGHT - 2);
-    const subHeight = (point.subcallTokens / maxTokens) * (TOKEN_HEIGHT - 2);
+    const rootHeight = bandHeight(point.rootTokens, largestRoot);
+    const subHeight = bandHeight(point.subcallTokens, largestSub);
     group.appendChild(
       svg('rect', {
         class: 'rlm-chart-root',
@@ -95,7 +108,7 @@ export function renderChart(points: IStepPoint[], onClick: BarClick): HTMLElemen
         svg('rect', {
           class: 'rlm-chart-sub',
           x: percent(x),
-          y: TOKEN_HEIGHT - rootHeight - subHeight,
+          y: BAND_HEIGHT - subHeight,
           width: percent(width),
           height: subHeight
         })
@@ -147,7 +160,9 @@ export function renderChart(points: IStepPoint[], onClick: BarClick): HTMLElemen
   }
   const scale = document.createElement('span');
   scale.className = 'rlm-chart-scale';
-  scale.textContent = `max ${formatTokens(largest)} tok/step · ${formatTokens(total)} in all`;
+  scale.textContent =
+    `each band to its own scale: sub-calls up to ${formatTokens(largestSub)}, ` +
+    `root model up to ${formatTokens(largestRoot)} per step · ${formatTokens(total)} in all`;
   legend.appendChild(scale);
   figure.appendChild(legend);
   return figure;

@@ -31,7 +31,7 @@ import {
   SOURCE_CHARS,
   totalTokens
 } from './panel_model';
-import { formatCost } from './statusbar';
+import { formatCost, formatTokens } from './format';
 
 export const RUNS_PANEL_ID = 'rlm-runs-panel';
 export const SHOW_RUNS_COMMAND = 'rlm-kernel:show-runs-panel';
@@ -319,7 +319,7 @@ export class RunsPanel extends Widget {
     if (tokens || node.kind !== 'subcall' || node.status === 'done') {
       const count = document.createElement('span');
       count.className = 'rlm-tokens';
-      count.textContent = `${tokens.toLocaleString('en-US')} tok`;
+      count.textContent = formatTokens(tokens);
       line.appendChild(count);
     }
     row.appendChild(line);
@@ -386,7 +386,7 @@ export class RunsPanel extends Widget {
   private _metrics(node: ITrajectoryNode): string {
     const parts: string[] = [];
     if (node.tally.costUsd !== null) {
-      parts.push(formatCost(node.tally.costUsd) + (node.tally.costPartial ? '+' : ''));
+      parts.push(formatCost(node.tally.costPartial ? null : node.tally.costUsd, node.tally.costUsd ?? 0));
     }
     if (node.seconds !== null) {
       parts.push(formatSeconds(node.seconds));
@@ -399,10 +399,8 @@ export class RunsPanel extends Widget {
     const lines = [
       `${node.label}${node.model ? ` (${node.model})` : ''}`,
       ...(query ? [`Query: ${query}`] : []),
-      `${promptTokens.toLocaleString('en-US')} prompt + ${completionTokens.toLocaleString('en-US')} completion tokens`,
-      costUsd === null
-        ? 'cost unknown'
-        : `${formatCost(costUsd)}${costPartial ? ' (some calls have no known cost)' : ''}`
+      `prompt ${formatTokens(promptTokens)} + completion ${formatTokens(completionTokens)}`,
+      formatCost(costPartial ? null : costUsd, costUsd ?? 0)
     ];
     if (node.detail) {
       lines.push(node.detail);

@@ -75,8 +75,13 @@ export interface IStatus extends IOpBase {
   max_iterations: number;
   depth: number;
   subcalls: number;
+  /** Of `subcalls`: waiting for a place, and with a model call (or child run) going on. */
+  subcalls_running?: number;
+  subcalls_queued?: number;
   tokens: number;
   cost_usd: number | null;
+  /** The sum of the known prices, when some call's price is unknown. */
+  known_cost_usd?: number;
   elapsed_s: number;
   reason?: string;
 }

@@ -2,12 +2,13 @@
  * The status bar items: progress of the current notebook's run, and the
  * kernel session's replayed / new sub-calls once re-run cells replayed any.
  *
- *   RLM step 3/20 · depth 0 · 12 sub-calls · 48.2k tok · $0.0213 · 1:07
+ *   RLM step 3/20 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok · $0.021 · 1:07
  *   RLM replay: 12 sub-calls replayed · 1 new
  */
 import { type ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import { formatClock, formatCost, formatSubcalls, formatTokens } from './format';
 import type { IReplayCounts, IStatus } from './protocol';
 
 /** Where the item reads a notebook's latest status from. */
@@ -21,40 +22,15 @@ export interface IRunStatusSource {
 export function formatStatus(status: IStatus, elapsedS: number): string {
   const parts = [
     `RLM step ${status.iteration}/${status.max_iterations}`,
-    `depth ${status.depth}`,
-    `${status.subcalls} sub-call${status.subcalls === 1 ? '' : 's'}`,
-    `${formatTokens(status.tokens)} tok`,
-    formatCost(status.cost_usd),
+    formatSubcalls(status.subcalls, status.subcalls_running ?? 0, status.subcalls_queued ?? 0),
+    formatTokens(status.tokens),
+    formatCost(status.cost_usd, status.known_cost_usd ?? 0),
     formatClock(elapsedS)
   ];
   if (status.state === 'ended') {
     parts.push(status.reason ? `ended: ${status.reason}` : 'ended');
   }
   return parts.join(' · ');
-}
-
-export function formatTokens(tokens: number): string {
-  if (tokens < 1000) {
-    return String(tokens);
-  }
-  if (tokens < 1_000_000) {
-    return `${(tokens / 1000).toFixed(1)}k`;
-  }
-  return `${(tokens / 1_000_000).toFixed(2)}M`;
-}
-
-export function formatCost(costUsd: number | null): string {
-  if (costUsd === null || !Number.isFinite(costUsd)) {
-    return 'cost ?';
-  }
-  return costUsd < 1 ? `$${costUsd.toFixed(4)}` : `$${costUsd.toFixed(2)}`;
-}
-
-export function formatClock(seconds: number): string {
-  const total = Math.max(0, Math.floor(seconds));
-  const minutes = Math.floor(total / 60);
-  const rest = String(total % 60).padStart(2, '0');
-  return `${minutes}:${rest}`;
 }
 
 export class RunStatusItem extends Widget {

@@ -169,8 +169,10 @@ class Run:
         return {
             "run_id": self.run_id, "state": state, "reason": reason,
             "iteration": self.iteration, "max_iterations": self.tree.options.max_iterations,
-            "depth": self.depth, "subcalls": budget.subcalls, "tokens": budget.ledger.tokens,
-            "cost_usd": budget.ledger.cost_usd, "elapsed_s": round(time.monotonic() - self.started, 2),
+            "depth": self.depth, "subcalls": budget.subcalls,
+            "subcalls_running": self.tree.subcalls_running, "subcalls_queued": self.tree.subcalls_queued,
+            "tokens": budget.ledger.tokens, "cost_usd": budget.ledger.cost_usd,
+            "known_cost_usd": budget.ledger.known_cost, "elapsed_s": round(time.monotonic() - self.started, 2),
         }
 
     def report_status(self, force: bool = False) -> None:

@@ -226,7 +226,7 @@ class SubcallHelpers:
             return
         tree = self.run.tree
         endpoint = self.run.sub_endpoint(record.model)
-        async with tree.slots():
+        async with tree.subcall_slot():
             if tree.stopping:
                 record.status, record.error = "error", "the run is stopping"
                 self.run.subcall_changed(record)
@@ -258,7 +258,8 @@ class SubcallHelpers:
         started = time.monotonic()
         child = self.run.spawn_child(prompt=record.prompt, context=context, model=record.model,
                                      sink=self.run.sink.child_sink(self.run, record))
-        result = await child.run()
+        with self.run.tree.running_child():
+            result = await child.run()
         record.latency_s = time.monotonic() - started
         record.child = child.child_record(result)
         # the child's own calls (the ledger is shared with its siblings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from . import json_steps
@@ -33,6 +33,8 @@ class RunTree:
         self.root_endpoint, self.sub_endpoint = endpoints(options)
         self.stopping: str | None = None  # reason, once someone asked the run to stop
         self.replayed = 0  # sub-calls answered from the notebook instead of a model
+        self.subcalls_queued = 0  # sub-calls waiting for a place (of `concurrency`)
+        self.subcalls_running = 0  # sub-calls with a model call (or a child run) going on
         self._semaphore: asyncio.Semaphore | None = None
         self.lock = threading.Lock()
 
@@ -43,6 +45,33 @@ class RunTree:
             self._semaphore = asyncio.Semaphore(self.options.concurrency)
         async with self._semaphore:
             yield
+
+    def _count(self, queued: int = 0, running: int = 0) -> None:
+        with self.lock:
+            self.subcalls_queued += queued
+            self.subcalls_running += running
+
+    @contextlib.asynccontextmanager
+    async def subcall_slot(self) -> AsyncIterator[None]:
+        """:meth:`slots` for a sub-call, counted as queued, then running."""
+        self._count(queued=1)
+        entered = False
+        try:
+            async with self.slots():
+                self._count(queued=-1, running=1)
+                entered = True
+                yield
+        finally:
+            self._count(queued=0 if entered else -1, running=-1 if entered else 0)
+
+    @contextlib.contextmanager
+    def running_child(self) -> Iterator[None]:
+        """A child run (rlm_query) counts as one running sub-call while it runs."""
+        self._count(running=1)
+        try:
+            yield
+        finally:
+            self._count(running=-1)
 
     def sub_endpoint_for(self, model: str | None) -> ModelEndpoint:
         """The sub-model's endpoint, or another model on the same server."""

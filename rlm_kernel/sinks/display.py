@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._words import plural
+from .._words import plural, price_text, tokens_text
 from ..engine.sink import Sink
 
 if TYPE_CHECKING:
@@ -27,18 +27,29 @@ if TYPE_CHECKING:
 
 
 def status_line(status: dict[str, Any]) -> str:
-    cost = status.get("cost_usd")
-    cost_text = "cost ?" if cost is None else f"${cost:.4f}"
-    tokens = status.get("tokens") or 0
-    token_text = f"{tokens / 1000:.1f}k tok" if tokens >= 1000 else f"{tokens} tok"
+    """``RLM step 3/30 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok · $0.021 · 1:07``"""
     elapsed = int(status.get("elapsed_s") or 0)
     state = status.get("state", "running")
     head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
-    return (
-        f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')} · depth {status.get('depth', 0)}"
-        f" · {plural(status.get('subcalls', 0), 'sub-call')} · {token_text} · {cost_text}"
-        f" · {elapsed // 60}:{elapsed % 60:02d}"
-    )
+    return " · ".join([
+        f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')}",
+        subcalls_text(status),
+        tokens_text(status.get("tokens") or 0),
+        price_text(status.get("cost_usd"), status.get("known_cost_usd") or 0.0),
+        f"{elapsed // 60}:{elapsed % 60:02d}",
+    ])
+
+
+def subcalls_text(status: dict[str, Any]) -> str:
+    """``66 sub-calls: 12 done, 50 running, 4 queued`` while some are not done, else ``66 sub-calls``."""
+    total = status.get("subcalls", 0)
+    running, queued = status.get("subcalls_running", 0), status.get("subcalls_queued", 0)
+    if not running and not queued:
+        return plural(total, "sub-call")
+    parts = [f"{max(0, total - running - queued):,} done"]
+    parts += [f"{running:,} running"] if running else []
+    parts += [f"{queued:,} queued"] if queued else []
+    return f"{plural(total, 'sub-call')}: {', '.join(parts)}"
 
 
 def model_note(model: str) -> str | None:
