@@ -9,7 +9,10 @@ read as the dict after that, and the model is told once."""
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
+
+from ..errors import AnswerError
 
 if TYPE_CHECKING:
     from .run import Run
@@ -123,14 +126,15 @@ class Entries:
         return f" (your variables: {', '.join(names[:12])}{', ...' if len(names) > 12 else ''})"
 
     def _variables(self) -> list[str]:
-        skip = set(self.values()) | {"In", "Out", "exit", "quit", "get_ipython"}
-        if self.answer_off:
-            skip.discard("answer")
+        """The names of the variables the code (or a person) made."""
+        skip = set(self.values()) - ({"answer"} if self.answer_off else set())
+        shell = getattr(self.run.executor, "shell", None)
+        hidden = getattr(shell, "user_ns_hidden", None) or {}  # IPython's own: In, Out, exit, open...
         found = []
         for name, value in list(self.run.executor.namespace.items()):
             if name.startswith("_") or name in skip or type(value).__name__ == "module":
                 continue
-            if callable(value) and getattr(value, "__module__", "") == "builtins":
+            if hidden.get(name, _MISSING) is value or getattr(builtins, name, _MISSING) is value:
                 continue
             found.append(name)
         return found
@@ -147,25 +151,28 @@ class Entries:
 
     def final(self, value: Any = None) -> None:
         """``FINAL(value)`` called in code."""
+        __tracebackhide__ = True
         if value is self.answer and not self.answer_off:
-            raise ValueError(self._dict_note("FINAL(answer)"))
+            raise AnswerError(self._dict_note("FINAL(answer)"))
         self.given = (None, value)
 
     def final_var(self, name: Any) -> None:
         """``FINAL_VAR(name)`` called in code: the variable named ``name``; a
         value that cannot be a name (not a str, or not an identifier) is the answer."""
+        __tracebackhide__ = True
         if isinstance(name, str) and name.strip().isidentifier():
             name = name.strip()
             namespace = self.run.executor.namespace
             if name not in namespace:
-                raise NameError(f"FINAL_VAR: there is no variable named {name!r}{self._yours()}. FINAL_VAR takes "
-                                "a variable's name in quotes, FINAL_VAR('result'); to answer with a value, use FINAL(value).")
+                raise AnswerError(f"FINAL_VAR({name!r}) gave no answer: there is no variable named {name!r}"
+                                  f"{self._yours()}. FINAL_VAR takes a variable's name in quotes, "
+                                  "FINAL_VAR('result'); to answer with a value, use FINAL(value).")
             if namespace[name] is self.answer and not self.answer_off:
-                raise ValueError(self._dict_note(f"FINAL_VAR({name!r})"))
+                raise AnswerError(self._dict_note(f"FINAL_VAR({name!r})"))
             self.given = (name, namespace[name])
         else:
             if name is self.answer and not self.answer_off:
-                raise ValueError(self._dict_note("FINAL_VAR(answer)"))
+                raise AnswerError(self._dict_note("FINAL_VAR(answer)"))
             self.given = (None, name)
 
 

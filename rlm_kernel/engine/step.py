@@ -56,7 +56,7 @@ async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final
             run.add_cell(cell)
             run.sink.cell_finished(run, cell)
             feedback.append(f"A code block was not run: {why}.")
-            unsure = unsure or "a code block before it did not run"
+            unsure = unsure or "a code block in the same reply did not run"
             continue
         run.add_cell(cell)
         if run.approver is not None:
@@ -69,7 +69,7 @@ async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final
                 cell.metadata["rlm"].update(status="skipped", approved=False)
                 run.sink.cell_finished(run, cell)
                 feedback.append("The user chose not to run that code block.")
-                unsure = unsure or "a code block before it did not run"
+                unsure = unsure or "a code block in the same reply did not run"
                 continue
             if decision.source is not None and decision.source != cell.source:
                 cell.source = decision.source
@@ -80,7 +80,7 @@ async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final
         result = await run_cell(run, cell)
         feedback.append(cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars))
         if result.status != "ok":
-            unsure = unsure or "a code block before it raised an error"
+            unsure = unsure or "a code block in the same reply raised an error"
         _stop_after(run, result)
         found, note = entries.check_answer()
         if note:
