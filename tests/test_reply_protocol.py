@@ -445,3 +445,47 @@ def test_the_table_covers_the_official_cases() -> None:
                  "C15g", "C16a", "C16d", "C18", "C20", "C21", "C52", "C53", "C54", "C61", "C63", "C65", "C80",
                  "C85", "C86", "PR #7", "PR #75", "PR #115", "PR #127"):
         assert case in named, case
+
+
+# -- the model's own `answer` in a continued run ------------------------------------------------
+
+
+def test_a_resumed_run_keeps_the_models_answer_variable(tmp_path, server, make_rlm):
+    import nbformat
+
+    text = tmp_path / "context.txt"
+    text.write_text("the context text", encoding="utf-8")
+    first = server(root=[fence("answer = 55\nprint('set')"), "FINAL(first)"])
+    path = tmp_path / "first.ipynb"
+    done = make_rlm(first).completion("the context text", "q", output=path, sources=[str(text)])
+    assert done.answer == "first"
+    cells = nbformat.read(str(path), as_version=4).cells
+    code = next(i for i, c in enumerate(cells) if c.metadata.get("rlm", {}).get("role") == "code")
+    again = server(root=["FINAL_VAR(answer)"])
+    result = make_rlm(again).resume(path, from_cell=code, output=tmp_path / "again.ipynb", context=[str(text)])
+    assert (result.reason, result.answer, result.answer_var) == ("final", 55, "answer")
+
+
+def test_continuing_in_a_live_namespace_keeps_the_models_answer_variable():
+    """``%rlm continue`` runs on the kernel's namespace with a rebuilt
+    history: the answer dict is not put back over the model's own ``answer``,
+    while a fresh run, or an old dict, gets a new answer dict."""
+    from types import SimpleNamespace
+
+    from rlm_kernel.engine.namespace import Entries
+
+    def entries(namespace: dict, history: Any) -> Entries:
+        helpers = SimpleNamespace(llm_query=None, llm_query_batched=None, rlm_query=None, rlm_query_batched=None)
+        run = SimpleNamespace(executor=SimpleNamespace(namespace=namespace), history=history, helpers=helpers,
+                              context="c", prelude=[])
+        return Entries(run)
+
+    kept = {"answer": 55}
+    assert entries(kept, history=[]).restore() == [] and kept["answer"] == 55
+    stale = {"answer": {"content": "old", "ready": True}}
+    fresh = entries(stale, history=[])
+    fresh.restore()
+    assert stale["answer"] == {"content": "", "ready": False} and fresh.check_answer() == (None, None)
+    new_run = {"answer": 55}
+    entries(new_run, history=None).restore()
+    assert new_run["answer"] == {"content": "", "ready": False}

@@ -143,3 +143,11 @@ def test_reasoning_reaches_the_completion_apart_from_the_text():
         endpoint = ModelEndpoint("openai/any", api_base=srv.url)
         completion = submit(LiteLLMClient().complete(endpoint, [{"role": "user", "content": "hi"}])).result(60)
     assert (completion.text, completion.reasoning) == ("the reply", "the thinking")
+
+
+def test_a_subcall_that_only_reasons_still_answers_with_it(run_rlm):
+    # A sub-call's answer is data for the code, never run: a reply with only
+    # reasoning keeps answering with it (the root's reply is content only).
+    result, _ = run_rlm(root=[repl("print(llm_query('q'))"), "FINAL(ok)"],
+                        sub=lambda prompt: Reply(text=None, reasoning="the sub-model's thinking"))
+    assert cell_text(cells_by_role(result.notebook, "code")[0]).strip() == "the sub-model's thinking"
