@@ -30,3 +30,8 @@ class SubcallError(RLMError):
 
 class RecursionLimitError(RLMError):
     """rlm_query was called deeper than --max-depth allows."""
+
+
+class AnswerError(RLMError, LookupError):
+    """FINAL / FINAL_VAR called in code gave no answer: no such variable, or
+    `answer` is still the answer dict. The model sees the sentence."""

@@ -9,7 +9,11 @@ import json
 from _helpers import ROOT, cells_by_role
 
 from rlm_kernel.engine.json_steps import STEP_SCHEMA, step_text
-from rlm_kernel.engine.protocol import find_final, split_reply
+from rlm_kernel.engine.protocol import parse_reply
+
+
+def split_reply(text):
+    return list(parse_reply(text).segments)
 
 
 def step(thought: str = "", code: str = "", final: str | None = None) -> str:
@@ -22,7 +26,7 @@ def test_a_step_becomes_prose_a_repl_block_and_a_final_line():
     assert [s.kind for s in segments] == ["prose", "code", "prose"]
     assert segments[0].text == "Look first."
     assert segments[1].text == "print(len(context))"
-    assert find_final(segments[2].text).value == "about 42"
+    assert parse_reply(segments[2].text).final.value == "about 42"
 
 
 def test_fences_the_model_wrote_inside_its_code_are_dropped():

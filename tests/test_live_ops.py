@@ -19,9 +19,9 @@ STEPS = 4
 
 
 def _script() -> list[str]:
-    replies = [repl(f"print('out', {n})", f"Step {n}.") for n in range(1, STEPS + 1)]
-    replies[-1] += "\nFINAL(done)"
-    return replies
+    replies = [repl(f"print('out', {n})", f"Step {n}.") for n in range(1, STEPS)]
+    # the last step answers in its code (a FINAL line beside code is not taken)
+    return [*replies, repl(f"print('out', {STEPS})\nFINAL('done')", f"Step {STEPS}.")]
 
 
 @pytest.fixture(scope="module")

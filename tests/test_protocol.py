@@ -7,7 +7,16 @@ from __future__ import annotations
 import pytest
 
 from rlm_kernel.engine.capture import BoundedText, CellCapture
-from rlm_kernel.engine.protocol import find_final, split_reply, strip_ansi, truncate_middle
+from rlm_kernel.engine.protocol import parse_reply, strip_ansi, truncate_middle
+
+
+def split_reply(reply):
+    return list(parse_reply(reply).segments)
+
+
+def find_final(prose):
+    return parse_reply(prose).final
+
 
 # -- fences ---------------------------------------------------------------------
 

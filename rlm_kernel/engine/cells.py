@@ -3,16 +3,28 @@ they play in a run. Cells may be nbformat nodes or plain dicts (from the page)."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 AGENT_ROLES = ("thought", "code", "answer")  # cells the root model wrote
 QUERY_MAGIC = "%%rlm"
+THINKING_OPEN = "<details><summary>Thinking</summary>"
+_THINKING_BLOCK = re.compile(re.escape(THINKING_OPEN) + r"\n.*?\n</details>[ \t]*(?:\n+|$)", re.S)
 
 
 def source(cell: Any) -> str:
     """A cell's source as one string (nbformat allows a list of lines)."""
     text = cell.get("source", "")
     return "".join(text) if isinstance(text, list) else text
+
+
+def reply_text(cell: Any) -> str:
+    """What the root model wrote in a thought cell: its source without the
+    folded thinking block (thinking never goes back to the model)."""
+    text = source(cell)
+    if text.startswith(THINKING_OPEN):
+        text = _THINKING_BLOCK.sub("", text, count=1)
+    return text
 
 
 def rlm_meta(cell: Any) -> dict[str, Any]:
@@ -55,5 +67,5 @@ def cell_with_source(cells: list[Any], text: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-__all__ = ["AGENT_ROLES", "QUERY_MAGIC", "cell_with_source", "find_cell", "is_agent_cell", "is_query_cell",
-           "rlm_meta", "source"]
+__all__ = ["AGENT_ROLES", "QUERY_MAGIC", "THINKING_OPEN", "cell_with_source", "find_cell", "is_agent_cell", "is_query_cell",
+           "reply_text", "rlm_meta", "source"]

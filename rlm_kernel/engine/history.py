@@ -13,7 +13,7 @@ from typing import Any
 from .._words import plural
 from . import prompts
 from .capture import outputs_view
-from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, rlm_meta, source
+from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, reply_text, rlm_meta, source
 from .options import parse_query_cell
 from .protocol import cell_feedback
 
@@ -86,8 +86,9 @@ def rebuild(
                 current_step = cell_step
             step = max(step, int(cell_step or 0))
             if cell.get("cell_type") == "markdown":
-                if source(cell).strip():
-                    reply.append(source(cell))
+                text = reply_text(cell)  # without its thinking, which never goes back to the model
+                if text.strip():
+                    reply.append(text)
             else:
                 reply.append(f"```repl\n{source(cell)}\n```")
                 if meta.get("status") == "skipped" or cell.get("execution_count") is None and not cell.get("outputs"):

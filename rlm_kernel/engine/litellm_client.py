@@ -70,7 +70,7 @@ class LiteLLMClient(ModelClient):
                 call["timeout"] = min(self.request_timeout, remaining)
             try:
                 response = await litellm.acompletion(**call)
-                text = _reply_text(response)
+                text, reasoning, blocks = _reply_parts(response)
                 if endpoint.json_steps:
                     text = json_steps.step_text(text)
             except asyncio.CancelledError:
@@ -94,6 +94,8 @@ class LiteLLMClient(ModelClient):
                 cost_usd=_cost(litellm, response, endpoint.model),
                 latency_s=time.monotonic() - started,
                 attempts=attempt,
+                reasoning=reasoning,
+                thinking_blocks=blocks,
             )
 
     def _backoff(self, attempt: int) -> float:
@@ -101,16 +103,22 @@ class LiteLLMClient(ModelClient):
         return random.uniform(ceiling / 2, ceiling)  # jitter keeps a burst of retries apart
 
 
-def _reply_text(response: Any) -> str:
+def _reply_parts(response: Any) -> tuple[str, str | None, list[dict[str, Any]] | None]:
+    """The reply's content, and apart from it the provider's reasoning and
+    thinking blocks. The content alone is the reply: a server that sends only
+    reasoning (or only tool calls) sent an empty reply, whose thinking must
+    never be read as code or as an answer."""
     choices = getattr(response, "choices", None)
     if not choices:
         raise MalformedReply("the provider returned no choices")
     message = getattr(choices[0], "message", None)
     content = getattr(message, "content", None)
-    if content is None:
-        # Some servers put everything in a reasoning field or return tool calls only.
-        content = getattr(message, "reasoning_content", None) or ""
-    return content
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    reasoning = getattr(message, "reasoning_content", None)
+    blocks = getattr(message, "thinking_blocks", None)
+    plain = [dict(b) if isinstance(b, dict) else dict(getattr(b, "__dict__", {})) for b in blocks or []]
+    return content or "", reasoning if isinstance(reasoning, str) else None, plain or None
 
 
 _UNPRICED: set[str] = set()

@@ -1,8 +1,8 @@
 """The model-client interface: what the engine needs from whoever calls models.
 
 The engine asks a :class:`ModelClient` for completions of chat messages at a
-:class:`ModelEndpoint` and gets a :class:`Completion` (text, usage, cost) or
-a :class:`ModelCallError`. :class:`~.litellm_client.LiteLLMClient` is the
+:class:`ModelEndpoint` and gets a :class:`Completion` (text, thinking kept
+apart, usage, cost) or a :class:`ModelCallError`. :class:`~.litellm_client.LiteLLMClient` is the
 implementation every entry point uses.
 """
 
@@ -27,13 +27,15 @@ class ModelEndpoint:
 
 @dataclass
 class Completion:
-    text: str
+    text: str  # the reply's content, and only that: thinking is never in it
     model: str
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None  # None: the price is unknown (never a made-up 0)
     latency_s: float
     attempts: int
+    reasoning: str | None = None  # the provider's reasoning field (reasoning_content), apart from the reply
+    thinking_blocks: list[dict[str, Any]] | None = None  # Anthropic-style thinking blocks, as plain dicts
 
 
 class ModelCallError(Exception):

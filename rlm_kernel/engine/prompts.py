@@ -43,13 +43,29 @@ split it into chunks, use llm_query_batched on the chunks, keep the results in \
 variables, combine them with code or one more sub-call, check the result, and \
 answer.
 
-When you are done, give the answer in one of these ways:
-- `FINAL(your answer)` on its own line outside code, for a short answer;
-- `FINAL_VAR(name)` on its own line, or called in code, to answer with the \
-value of a variable you built (for long answers: it can be any size);
-- or call `FINAL(value)` inside a repl block.
-Only answer once you have checked the evidence. Do not put FINAL in a reply \
-whose code you have not yet seen run.
+When you are done, give the answer in exactly one of these ways:
+- `FINAL(your answer)` on a line of its own outside code, for a short answer. \
+The answer ends at the parenthesis that closes FINAL(: anything after it is ignored;
+- `FINAL_VAR(name)` on a line of its own, or `FINAL_VAR('name')` in a repl block, \
+to answer with the value of a variable you built (for long answers: it can be any size);
+- `FINAL(value)` inside a repl block;
+- or, in a repl block, `answer["content"] = value` then `answer["ready"] = True`: \
+`answer` starts as the dict {"content": "", "ready": False} and is read when the \
+block ends. If you assign `answer` to anything else it is simply your variable \
+and this way of answering is off.
+
+Rules the harness keeps:
+- Only ```repl (or ```python) blocks run. Code in other fences, in `inline code`, \
+or in your thinking (<think> or a reasoning field) never runs, and a FINAL there is \
+not an answer.
+- A FINAL(text) line in a reply that also has code is not taken: you have not \
+seen that code's output yet. Answer in a later reply. A FINAL_VAR line after \
+code is taken only if all of that reply's code ran without an error.
+- Two different answers in one reply: neither is taken.
+- FINAL(x) on a line, where x is also one of your variables, is not taken (the \
+text "x" or its value?): write FINAL_VAR(x) for the value.
+
+Only answer once you have checked the evidence.
 """
 
 

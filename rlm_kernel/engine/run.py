@@ -24,9 +24,10 @@ from . import prompts, trajectory
 from .approval import Approver
 from .engine_loop import submit
 from .execution import Executor, PlainExecutor
-from .model_client import ModelCallError, ModelEndpoint
+from .model_client import Completion, ModelCallError, ModelEndpoint
 from .namespace import Entries
 from .options import query_cell_source
+from .protocol import parse_reply
 from .replay import ReplayBook, ReplayCursor
 from .result import RunResult
 from .sink import Sink
@@ -218,7 +219,8 @@ class Run:
                 self.check_stop()  # before counting the step: a budget hit here means it never started
                 self.iteration = iteration
                 self.report_status(force=True)
-                reply = await self._root_call(messages)
+                completion = await self._root_call(messages)
+                reply = parse_reply(completion.text, completion.reasoning, completion.thinking_blocks)
                 feedback, final = await take_step(self, iteration, reply)
                 if final is not None:
                     answer_var, answer = final
@@ -227,7 +229,7 @@ class Run:
                 left = options.max_iterations - iteration
                 if left and left <= 2:
                     feedback += f"\n\n(You have {plural(left, 'step')} left; answer soon.)"
-                messages.append({"role": "assistant", "content": reply})
+                messages.append({"role": "assistant", "content": reply.visible})  # never its thinking
                 messages.append({"role": "user", "content": feedback})
         except Stop as stop:
             reason, error = stop.reason, stop.message
@@ -251,6 +253,7 @@ class Run:
         if self.context is None:
             self.context = self.executor.namespace.get("context")
             self.entries.forget()
+        self.entries.check_answer()  # the re-run cells may have made `answer` the model's own
 
     def check_stop(self) -> None:
         """Raise :class:`Stop` when someone asked the run to stop or a budget is used up."""
@@ -260,7 +263,7 @@ class Run:
         if problem is not None:
             raise Stop(problem.reason, str(problem))
 
-    async def _root_call(self, messages: list[dict[str, Any]]) -> str:
+    async def _root_call(self, messages: list[dict[str, Any]]) -> Completion:
         tree = self.tree
         try:
             async with tree.slots():
@@ -277,7 +280,7 @@ class Run:
             "completion_tokens": completion.completion_tokens, "cost_usd": completion.cost_usd,
             "latency_s": round(completion.latency_s, 4),
         }
-        return completion.text
+        return completion
 
     def _end(self, reason: str, error: str | None, answer: Any, answer_var: str | None) -> RunResult:
         step = self.iteration

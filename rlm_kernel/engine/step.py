@@ -1,12 +1,13 @@
-"""One root step: the reply's cells in order, its code run (after approval,
-when asked), and what the root model is told next."""
+"""One root step: the reply's cells in order (thinking folded into the
+prose), its code run (after approval, when asked), the answer it gives under
+the reply protocol's rules, and what the root model is told next."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nbformat import NotebookNode, from_dict
 
@@ -14,12 +15,14 @@ from ..errors import BudgetExceeded
 from . import trajectory
 from .execution import CellResult
 from .guard import run_guarded
-from .protocol import FinalMarker, cell_feedback, find_final, split_reply
+from .namespace import Final
+from .protocol import ParsedReply, cell_feedback
 
 if TYPE_CHECKING:
     from .run import Run
 
-Final = tuple[str | None, Any]  # (the variable that holds the answer, the answer)
+NO_CODE = ("Your reply had no ```repl code block and no FINAL(...) or FINAL_VAR(...) line. "
+           "Write code in a ```repl block to continue, or give the final answer on a line of its own.")
 
 
 class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
@@ -29,28 +32,31 @@ class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
         self.message = message
 
 
-async def take_step(run: Run, step: int, reply: str) -> tuple[str, Final | None]:
+async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final | None]:
     """Write the reply's cells, run its code; return the feedback and the answer if final."""
-    segments = split_reply(reply)
-    usage: dict[str, Any] | None = run.root_usage
+    cells = _Cells(run, step)
+    entries = run.entries
     feedback: list[str] = []
-    marker = None
+    notes: list[str] = []
     ran = 0
-    run.entries.given = None
-    for segment in segments:
-        if segment.kind == "prose":
-            run.add_cell(trajectory.thought_cell(run.run_id, step, segment.text, root_call=usage))
-            usage = None
-            marker = marker or find_final(segment.text)
+    unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
+    entries.given = None
+    for segment in reply.segments:
+        if segment.kind == "thinking":
+            cells.thinking.append(segment.text)
             continue
-        cell = trajectory.code_cell(run.run_id, step, segment.text, root_call=usage)
-        usage = None
-        if not segment.closed or run.entries.given is not None:
-            why = "its ``` fence was never closed" if not segment.closed else "FINAL was already called"
+        if segment.kind == "prose":
+            cells.thought(segment.text)
+            continue
+        cells.flush()
+        cell = cells.code(segment.text)
+        if not segment.closed or entries.given is not None:
+            why = "its ``` fence was never closed" if not segment.closed else "an answer was already given"
             cell.metadata["rlm"]["status"] = "skipped"
             run.add_cell(cell)
             run.sink.cell_finished(run, cell)
             feedback.append(f"A code block was not run: {why}.")
+            unsure = unsure or "a code block in the same reply did not run"
             continue
         run.add_cell(cell)
         if run.approver is not None:
@@ -63,6 +69,7 @@ async def take_step(run: Run, step: int, reply: str) -> tuple[str, Final | None]
                 cell.metadata["rlm"].update(status="skipped", approved=False)
                 run.sink.cell_finished(run, cell)
                 feedback.append("The user chose not to run that code block.")
+                unsure = unsure or "a code block in the same reply did not run"
                 continue
             if decision.source is not None and decision.source != cell.source:
                 cell.source = decision.source
@@ -72,27 +79,60 @@ async def take_step(run: Run, step: int, reply: str) -> tuple[str, Final | None]
         ran += 1
         result = await run_cell(run, cell)
         feedback.append(cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars))
+        if result.status != "ok":
+            unsure = unsure or "a code block in the same reply raised an error"
         _stop_after(run, result)
-        answer_now = run.executor.namespace.get("answer")
-        if isinstance(answer_now, dict) and answer_now.get("ready") and run.entries.given is None:
-            run.entries.given = (None, answer_now.get("content"))
-    if not segments:
-        run.add_cell(trajectory.thought_cell(run.run_id, step, "*(empty reply)*", root_call=usage))
-    final = run.entries.given
+        found, note = entries.check_answer()
+        if note:
+            notes.append(note)
+        if found is not None and entries.given is None:
+            entries.given = found
+    cells.flush()
+    if not reply.segments:
+        run.add_cell(trajectory.thought_cell(run.run_id, step, "*(empty reply)*", root_call=cells.usage))
+    final = entries.given
+    marker = reply.final
     if final is None and marker is not None:
-        final, problem_note = _resolve(run, marker)
-        if problem_note:
-            feedback.append(problem_note)
-    restored = await run.code_thread.run(run.entries.restore)
+        if marker.kind == "var" and unsure:
+            notes.append(f"{marker.shown()} was not taken: {unsure} (see above). Answer again once the code works.")
+        else:
+            final, note = entries.resolve(marker.kind, marker.value, marker.quoted, marker.shown())
+            if note:
+                notes.append(note)
+    restored = await run.code_thread.run(entries.restore)
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
-        feedback.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
-    if final is None and not ran and marker is None:
-        feedback.append(
-            "Your reply had no ```repl code block and no FINAL(...) or FINAL_VAR(...) line. "
-            "Write code in a ```repl block to continue, or give the final answer."
-        )
-    return "\n\n".join(feedback), final
+        notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
+    if final is None and not ran and not reply.markers:
+        notes.append(NO_CODE)
+    return "\n\n".join([*feedback, *reply.notes, *notes]), final
+
+
+class _Cells:
+    """The step's cells as they are written: the step's first cell carries
+    the root call's usage; thinking waits for the prose after it."""
+
+    def __init__(self, run: Run, step: int) -> None:
+        self.run, self.step = run, step
+        self.usage = run.root_usage
+        self.thinking: list[str] = []
+
+    def thought(self, text: str) -> None:
+        thinking = "\n\n".join(t for t in self.thinking if t) or None
+        self.thinking.clear()
+        if text or thinking:
+            self.run.add_cell(trajectory.thought_cell(self.run.run_id, self.step, text, thinking,
+                                                      root_call=self.usage))
+            self.usage = None
+
+    def flush(self) -> None:
+        if self.thinking:
+            self.thought("")
+
+    def code(self, source: str) -> NotebookNode:
+        cell = trajectory.code_cell(self.run.run_id, self.step, source, root_call=self.usage)
+        self.usage = None
+        return cell
 
 
 def _stop_after(run: Run, result: CellResult) -> None:
@@ -107,17 +147,6 @@ def _stop_after(run: Run, result: CellResult) -> None:
     if result.error_name == "BudgetExceeded" or problem is not None:
         problem = problem or BudgetExceeded("A budget was used up during the cell.")
         raise Stop(problem.reason, str(problem))
-
-
-def _resolve(run: Run, marker: FinalMarker) -> tuple[Final | None, str | None]:
-    """The answer a FINAL / FINAL_VAR line in the prose gives, or why it gives none."""
-    if marker.kind == "text":
-        return (None, marker.value), None
-    name = marker.value
-    namespace = run.executor.namespace
-    if name.isidentifier() and name in namespace:
-        return (name, namespace[name]), None
-    return None, f"FINAL_VAR({name}) failed: there is no variable named {name!r}. Create it in code first."
 
 
 async def run_cell(run: Run, cell: NotebookNode) -> CellResult:

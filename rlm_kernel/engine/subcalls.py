@@ -243,7 +243,10 @@ class SubcallHelpers:
             else:
                 tree.budget.charge(completion)
                 self.run.add_tokens(completion.prompt_tokens, completion.completion_tokens)
-                record.status, record.response = "done", completion.text
+                # A sub-call's answer is data for the code, never run: a reply that is all
+                # reasoning (no content) still answers with it, as before the root's reply
+                # became content only.
+                record.status, record.response = "done", completion.text or completion.reasoning or ""
                 record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
                 record.cost_usd, record.attempts = completion.cost_usd, completion.attempts
             finally:

@@ -11,6 +11,7 @@ from nbformat import NotebookNode
 
 from .._version import __version__
 from .._words import plural
+from .cells import THINKING_OPEN
 
 ANSWER_PREVIEW_CHARS = 4000
 
@@ -28,8 +29,20 @@ def query_cell(run_id: str, source: str) -> NotebookNode:
     return nbformat.v4.new_code_cell(source, id=new_cell_id(), metadata=_meta(run_id, 0, "query"))
 
 
-def thought_cell(run_id: str, step: int, text: str, **extra: Any) -> NotebookNode:
-    return nbformat.v4.new_markdown_cell(text, id=new_cell_id(), metadata=_meta(run_id, step, "thought", **extra))
+def thought_cell(run_id: str, step: int, text: str, thinking: str | None = None, **extra: Any) -> NotebookNode:
+    """The model's prose; its thinking (if any) folded above it and kept whole
+    in ``metadata.rlm.thinking``."""
+    source = text
+    if thinking:
+        source = thinking_block(thinking) + (f"\n\n{text}" if text else "")
+    return nbformat.v4.new_markdown_cell(source, id=new_cell_id(),
+                                         metadata=_meta(run_id, step, "thought", thinking=thinking or None, **extra))
+
+
+def thinking_block(thinking: str) -> str:
+    """Thinking as a folded block (``cells.reply_text`` takes it off again)."""
+    body = thinking.replace("</details>", "&lt;/details>")
+    return f"{THINKING_OPEN}\n\n{body}\n\n</details>"
 
 
 def code_cell(run_id: str, step: int, code: str, **extra: Any) -> NotebookNode:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engine import prompts
 from ..engine.capture import outputs_view
-from ..engine.cells import AGENT_ROLES, rlm_meta, source
+from ..engine.cells import AGENT_ROLES, reply_text, rlm_meta, source
 from ..engine.history import find_query_cell, rebuild
 from ..engine.options import OPTIONS, parse_query_cell
 from ..engine.trajectory import answer_from_markdown
@@ -79,12 +79,12 @@ class Step:
         """The reply as the root model's history shows it (history.rebuild's form)."""
         parts = []
         for cell in self.cells:
-            text = source(cell)
             if cell.get("cell_type") == "markdown":
+                text = reply_text(cell)  # the thinking block is not the reply
                 if text.strip():
                     parts.append(text)
             else:
-                parts.append(f"```repl\n{text}\n```")
+                parts.append(f"```repl\n{source(cell)}\n```")
         return "\n\n".join(parts)
 
     def subcalls(self) -> list[dict[str, Any]]:

@@ -29,9 +29,12 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """What the server sends back for one request."""
+    """What the server sends back for one request. ``text`` None sends a null
+    ``content`` (as reasoning models do when all they wrote was thinking);
+    ``reasoning`` is sent as the message's ``reasoning_content``."""
 
     text: str | None = ""
+    reasoning: str | None = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     raw_body: bytes | None = None  # sent as-is (malformed or truncated JSON)
@@ -233,10 +236,11 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens = max(1, len(all_text(body)) // 4)
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
-            completion_tokens = max(1, len(text) // 4)
-        choices = [] if reply.empty_choices else [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ]
+            completion_tokens = max(1, (len(text) + len(reply.reasoning or "")) // 4)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        choices = [] if reply.empty_choices else [{"index": 0, "message": message, "finish_reason": "stop"}]
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex[:12],
             "object": "chat.completion",
@@ -252,11 +256,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_stream(self, body: dict[str, Any], reply: Reply) -> None:
         full = self._completion(body, reply)
+        delta: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
+        if reply.reasoning is not None:
+            delta["reasoning_content"] = reply.reasoning
         chunks = [
             {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
-             "model": full["model"],
-             "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text or ""},
-                          "finish_reason": None}]},
+             "model": full["model"], "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
             {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
              "model": full["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
              "usage": full["usage"]},
