@@ -144,7 +144,7 @@ def test_live_cells_from_comm_ops(page: Page, lab_server: LabServer, request) ->
     expect(code.locator(".jp-InputPrompt")).to_contain_text("[101]")
     expect(page.locator(".rlm-status")).to_have_text(
         # The clock keeps ticking between status messages.
-        re.compile(r"RLM step 1/5 · depth 0 · 1 sub-call · 950 tok · \$0\.0123 · 0:0\d")
+        re.compile(r"RLM step 1/5 · 1 sub-call · 950 tok · \$0\.012 · 0:0\d")
     )
     # Inserted right below the anchor, in order, markdown rendered.
     ids = notebook_cell_ids(page)
@@ -179,7 +179,7 @@ def test_live_cells_from_comm_ops(page: Page, lab_server: LabServer, request) ->
     expect(answer).to_have_class(re.compile(r"\brlm-answer-cell\b"))
     expect(answer.locator(".rlm-badge")).to_have_text("RLM answer")
     expect(page.locator(".rlm-status")).to_have_text(
-        "RLM step 2/5 · depth 0 · 3 sub-calls · 1.2k tok · cost ? · 1:05 · ended: final"
+        "RLM step 2/5 · 3 sub-calls · 1.2k tok · price unknown · 1:05 · ended: final"
     )
     ids = notebook_cell_ids(page)
     start = ids.index(anchor)

@@ -20,6 +20,7 @@ from labdriver import (
 from playwright.sync_api import Page, expect
 
 from rlm_kernel import RLM
+from rlm_kernel._words import money, tokens_text
 from rlm_kernel.engine.result import RunResult
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer, prompt_text
 
@@ -97,7 +98,9 @@ def chart_bars(page: Page, run_id: str) -> list[dict]:
           return Array.from(run.querySelectorAll(':scope > .rlm-chart .rlm-chart-bar')).map(g => ({
             step: Number(g.dataset.step), tokens: Number(g.dataset.tokens),
             cost: g.dataset.cost === '' ? null : Number(g.dataset.cost),
-            costBar: !!g.querySelector('.rlm-chart-cost')}));
+            costBar: !!g.querySelector('.rlm-chart-cost'),
+            rootHeight: Number((g.querySelector('.rlm-chart-root') || {getAttribute: () => 0}).getAttribute('height')),
+            subHeight: Number((g.querySelector('.rlm-chart-sub') || {getAttribute: () => 0}).getAttribute('height'))}));
         }""",
         [PANEL, f"r:{run_id}"],
     )
@@ -276,7 +279,7 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
     assert run["label"] == f"Run {run_id}" and run["model"] == ROOT_MODEL and run["status"] == "final"
     assert run["query"] == "How many needles are there?" and run["detail"] == "3 steps, 5 sub-calls"
     assert run["cell"] == "ask"
-    assert run["tokens"] == f"{sum(expected_steps.values()):,} tok"
+    assert run["tokens"] == tokens_text(sum(expected_steps.values()))  # one token format, as the kernel writes it
     assert run["metrics"].endswith((" s", " min")), run  # the run's elapsed time
 
     # The steps: root model, tokens and cost as the cells' metadata say.
@@ -287,10 +290,10 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
         assert step["model"] == root_call["model"] == ROOT_MODEL
         assert step["cell"] == first_of_step[number]["id"]
         assert step["prompt"] + step["completion"] == expected_steps[number]
-        assert step["tokens"] == f"{expected_steps[number]:,} tok", step
+        assert step["tokens"] == tokens_text(expected_steps[number]), step
         assert root_call["cost_usd"] > 0
-        # Only the root call's cost is known; "+" marks sub-calls of unknown cost.
-        cost = f"${root_call['cost_usd']:.4f}" + ("+" if number < 3 else "")
+        # Only the root call's cost is known; "+ unknown" says sub-calls had no known price.
+        cost = money(root_call["cost_usd"]) + (" + unknown" if number < 3 else "")
         assert step["metrics"].split(" · ")[0] == cost, step
         assert_time(step, expected_seconds[number])
     assert steps[2]["detail"] == "answer"
@@ -306,7 +309,7 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
         assert member["label"] == "llm_query" and member["model"] == record["model"] == SUB_MODEL
         assert (member["prompt"], member["completion"]) == (
             record["usage"]["prompt_tokens"], record["usage"]["completion_tokens"])
-        assert member["tokens"] == f"{tokens(record['usage']):,} tok"
+        assert member["tokens"] == tokens_text(tokens(record["usage"]))
         assert record["prompt_preview"][:30] in member["detail"]
         assert_time(member, record["latency_s"])
     # the members ran concurrently: the batch took as long as its slowest
@@ -339,6 +342,10 @@ def test_panel_shows_a_live_run_as_a_tree_and_goes_to_cells(page: Page, lab_serv
     assert [b["step"] for b in bars] == [1, 2, 3]
     assert [b["tokens"] for b in bars] == [expected_steps[n] for n in (1, 2, 3)]
     assert all(b["cost"] and b["costBar"] for b in bars), bars
+    # Root and sub-call bars each have a scale of their own: the root model's
+    # bars stay visible next to a step whose sub-calls took far more tokens.
+    assert all(b["rootHeight"] >= 5 for b in bars), bars
+    assert max(b["subHeight"] for b in bars) >= 15, bars
     screenshot(page, request, "-done")
 
     # Clicks go to cells: a step, a child run's step (its parent's code cell),

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+
+import { formatCost, formatMoney, formatSubcalls, formatTokens } from '../src/format';
+
+// The same rows as tests/test_words.py: the page and the kernel write figures alike.
+const TOKENS: Array<[number, string]> = [
+  [0, '0 tok'],
+  [950, '950 tok'],
+  [1000, '1.0k tok'],
+  [12_345, '12.3k tok'],
+  [999_949, '999.9k tok'],
+  [999_950, '1.00M tok'],
+  [1_087_800, '1.09M tok']
+];
+const MONEY: Array<[number, string]> = [
+  [0, '$0'],
+  [0.00042, '$0.00042'],
+  [0.0012, '$0.0012'],
+  [0.0213, '$0.021'],
+  [0.5, '$0.50'],
+  [1.25, '$1.25'],
+  [1234.5, '$1,234.50']
+];
+
+describe('format', () => {
+  it.each(TOKENS)('writes %d tokens as %s', (count, text) => {
+    expect(formatTokens(count)).toBe(text);
+  });
+
+  it.each(MONEY)('writes $%d as %s', (usd, text) => {
+    expect(formatMoney(usd)).toBe(text);
+  });
+
+  it('says a price is unknown one way', () => {
+    expect(formatCost(0.0213)).toBe('$0.021');
+    expect(formatCost(null)).toBe('price unknown');
+    expect(formatCost(null, 0.0213)).toBe('$0.021 + unknown');
+  });
+
+  it('counts sub-calls as done, running and queued until all are done', () => {
+    expect(formatSubcalls(66, 50, 4)).toBe('66 sub-calls: 12 done, 50 running, 4 queued');
+    expect(formatSubcalls(66, 2)).toBe('66 sub-calls: 64 done, 2 running');
+    expect(formatSubcalls(1)).toBe('1 sub-call');
+  });
+});
