@@ -34,6 +34,7 @@ class Completion:
     cost_usd: float | None  # None: the price is unknown (never a made-up 0)
     latency_s: float
     attempts: int
+    deployment: dict[str, str] | None = None  # which deployment of a Router's answered (id, api_base)
 
 
 class ModelCallError(Exception):
