@@ -1,0 +1,176 @@
+"""``rlm-kernel batch``: six tasks (one with a context that cannot load) on
+three local worker processes, a rerun that asks no model, and the same tasks
+as Ray tasks on a local Ray instance. The models are a scripted server in
+this process; the batch runs as the command a user types."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from _helpers import repl
+
+from rlm_kernel.batch.tasks import read_tasks
+from rlm_kernel.errors import RLMError
+from rlm_kernel.testing.server import ScriptedServer, all_text
+
+CLI = str(Path(sys.executable).with_name("rlm-kernel"))
+GOOD = ["t1", "t2", "t3", "t4", "t5"]
+STEP = repl("print(type(context).__name__, len(context))\nprint(llm_query('summarize: ' + str(context)[:40]))")
+
+
+def responder(body: dict) -> str:
+    """Root: one step, then an answer naming the task (stateless: tasks interleave)."""
+    if body.get("model") != "root-model":
+        return "a summary"
+    number = re.search(r"QUESTION-(\d+)", all_text(body)).group(1)
+    return STEP if len(body["messages"]) <= 2 else f"FINAL(answer-{number})"
+
+
+@pytest.fixture(scope="module")
+def models():
+    srv = ScriptedServer(responder).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def tasks_file(tmp_path_factory):
+    base = tmp_path_factory.mktemp("batch")
+    docs = base / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("alpha " * 50, encoding="utf-8")
+    (docs / "b.txt").write_text("beta " * 30, encoding="utf-8")
+    lines = [
+        {"id": "t1", "query": "QUESTION-1", "context": "docs/a.txt"},
+        {"id": "t2", "query": "QUESTION-2", "context": ["docs/a.txt", "docs/b.txt"]},
+        {"id": "t3", "query": "QUESTION-3", "context_text": "the context itself"},
+        {"id": "t4", "query": "QUESTION-4", "context_text": ["one", "two", "three"]},
+        {"id": "bad", "query": "QUESTION-9", "context": "docs/missing.txt"},
+        {"id": "t5", "query": "QUESTION-5", "context": "docs"},
+    ]
+    path = base / "tasks.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def batch(tasks: Path, out: Path, models: ScriptedServer, *extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("RLM_")}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return subprocess.run(
+        [CLI, "batch", str(tasks), "--out", str(out), "--model", "openai/root-model",
+         "--sub-model", "openai/sub-model", "--api-base", models.url, "--max-iterations", "5", *extra],
+        env=env, capture_output=True, text=True, timeout=600)
+
+
+def results(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def check_outcome(out: Path, done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 1, done.stderr  # one task ended without an answer
+    lines = results(out)
+    assert [line["id"] for line in lines] == ["t1", "t2", "t3", "t4", "bad", "t5"]
+    by_id = {line["id"]: line for line in lines}
+    for number, task in enumerate(GOOD, 1):
+        line = by_id[task]
+        assert line["reason"] == "final" and line["answer"] == f"answer-{number}", line
+        assert line["iterations"] == 2 and line["subcalls"] == 1 and line["run_id"]
+        assert set(line["usage"]) == {"openai/root-model", "openai/sub-model"}
+        notebook = nbformat.read(out / f"{task}.ipynb", as_version=4)
+        assert line["notebook"] == str(out / f"{task}.ipynb")
+        assert notebook.metadata["rlm"]["runs"][-1]["reason"] == "final"
+    bad = by_id["bad"]
+    assert bad["reason"] == "error" and "No such file or directory" in bad["error"] and "missing.txt" in bad["error"]
+    assert bad["notebook"] is None and not (out / "bad.ipynb").exists()
+    # what each task's code saw as `context`
+    seen = {}
+    for task in GOOD:
+        cell = next(c for c in nbformat.read(out / f"{task}.ipynb", as_version=4).cells
+                    if c.metadata.get("rlm", {}).get("role") == "code")
+        seen[task] = cell.outputs[0]["text"].splitlines()[0]
+    assert seen == {"t1": "str 300", "t2": "list 2", "t3": "str 18", "t4": "list 3", "t5": "list 2"}
+
+
+def test_six_tasks_on_three_local_workers_then_a_rerun_asks_no_model(tasks_file, models, tmp_path):
+    out = tmp_path / "out"
+    before = len(models.requests)
+    done = batch(tasks_file, out, models, "--workers", "3")
+    check_outcome(out, done)
+    assert len(models.requests) - before == 5 * 3  # two root steps and one sub-call per task
+    assert "task bad: error" in done.stderr and "task t3: final (2 steps, 1 sub-call)" in done.stderr
+    assert "1 task ended without a final answer: bad" in done.stderr
+
+    again = batch(tasks_file, out, models, "--workers", "3")
+    check_outcome(out, again)
+    assert len(models.requests) - before == 15  # the rerun asked no model
+    assert "5 of 6 tasks already have a final answer; skipping them" in again.stderr
+
+    # an interrupted batch resumes: a task whose notebook did not end with an answer runs again, alone
+    notebook = out / "t2.ipynb"
+    nb = nbformat.read(notebook, as_version=4)
+    nb.metadata["rlm"]["runs"][-1]["reason"] = "running"
+    nbformat.write(nb, notebook)
+    resumed = batch(tasks_file, out, models, "--workers", "3")
+    check_outcome(out, resumed)
+    assert len(models.requests) - before == 18
+
+
+def test_the_same_tasks_as_ray_tasks_on_a_local_instance(tasks_file, models, tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "ray-out"
+    before = len(models.requests)
+    done = batch(tasks_file, out, models, "--ray", "--workers", "2")
+    check_outcome(out, done)
+    assert len(models.requests) - before == 15
+
+
+@pytest.mark.parametrize("text, said", [
+    ("{\"id\": \"a\"\n", "Line 1 of .* is not JSON"),
+    ("[1]\n", "is not a JSON object"),
+    ("{\"id\": \"../x\", \"query\": \"q\", \"context_text\": \"c\"}\n", "needs an `id` usable as a file name"),
+    ("{\"id\": \"a\", \"query\": \"q\", \"context_text\": \"c\"}\n" * 2, "Line 2 of .* repeats the id 'a'"),
+    ("{\"id\": \"a\", \"query\": \" \", \"context_text\": \"c\"}\n", "needs a `query`"),
+    ("{\"id\": \"a\", \"query\": \"q\"}\n", "needs either `context`"),
+    ("{\"id\": \"a\", \"query\": \"q\", \"context\": 3}\n", "`context` must be a path or a list of paths"),
+    ("\n", "has no tasks"),
+])
+def test_a_tasks_file_that_is_not_one_is_refused_before_anything_runs(tmp_path, text, said):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(RLMError, match=said):
+        read_tasks(str(path))
+
+
+def test_usage_errors_exit_2_without_a_run(tmp_path, models):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("{\"id\": \"a\"}\n", encoding="utf-8")
+    done = batch(path, tmp_path / "out", models)
+    assert done.returncode == 2 and "needs a `query`" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_on_a_terminal_the_progress_is_one_bar_redrawn_in_place():
+    import io
+
+    from rlm_kernel.batch.progress import ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = ProgressBar(4, skipped=1, stream=screen)
+    bar.done({"id": "a", "reason": "final"})
+    bar.done({"id": "b", "reason": "error", "error": "boom"})
+    bar.close()
+    text = screen.getvalue()
+    assert "1 of 4 tasks already have a final answer; skipping them\n" in text
+    assert "\r[" + "#" * 22 + "." * 8 + "] 3/4 done, 1 answered, 1 without an answer, 1 skipped" in text
+    assert "task a" not in text and text.endswith("\n")
