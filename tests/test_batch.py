@@ -107,6 +107,7 @@ def test_six_tasks_on_three_local_workers_then_a_rerun_asks_no_model(tasks_file,
     assert "task bad: error" in done.stderr and "task t3: final (2 steps, 1 sub-call)" in done.stderr
     assert "1 task ended without a final answer: bad" in done.stderr
 
+    (out / "results.jsonl").unlink()  # the lines of finished tasks are rebuilt from their notebooks
     again = batch(tasks_file, out, models, "--workers", "3")
     check_outcome(out, again)
     assert len(models.requests) - before == 15  # the rerun asked no model

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..engine.trajectory import answer_from_markdown
 from ..errors import RLMError
 
 RESULTS = "results.jsonl"
@@ -130,10 +131,11 @@ def line_from_notebook(out: Path, task_id: str) -> dict[str, Any]:
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cell = next(c for c in reversed(nb["cells"]) if c["metadata"].get("rlm", {}).get("role") == "answer")
-        text = "".join(cell["source"]).split("\n\n", 1)[1]
-        whole = "\n".join(line[2:] if line.startswith("> ") else line[1:] for line in text.splitlines())
-        if len(whole) == cell["metadata"]["rlm"].get("answer_chars"):
-            answer = whole
+        meta = cell["metadata"]["rlm"]
+        body = "".join(cell["source"]).split("\n\n", 1)[1]
+        text = answer_from_markdown(body, meta.get("answer_format"), meta.get("answer_chars"))
+        if len(text) == meta.get("answer_chars"):
+            answer = text
     except (OSError, ValueError, KeyError, IndexError, StopIteration):
         pass
     return {"id": task_id, "answer": answer, "reason": record.get("reason"), "error": record.get("error"),
