@@ -175,3 +175,24 @@ def test_on_a_terminal_the_progress_is_one_bar_redrawn_in_place():
     assert "1 of 4 tasks already have a final answer; skipping them\n" in text
     assert "\r[" + "#" * 22 + "." * 8 + "] 3/4 done, 1 answered, 1 without an answer, 1 skipped" in text
     assert "task a" not in text and text.endswith("\n")
+
+
+def test_a_long_context_suite_runs_through_the_batch_and_is_scored(tmp_path):
+    from suites_solvers import SolverResponder
+
+    tasks = tmp_path / "sniah.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("RLM_")}
+    wrote = subprocess.run([CLI, "bench", "suite", "--suite", "sniah", "--lengths", "4k", "--n", "2",
+                            "--write-tasks", str(tasks)], env=env, capture_output=True, text=True, timeout=120)
+    assert wrote.returncode == 0, wrote.stderr
+    lines = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == ["sniah-4K-0", "sniah-4K-1"] and lines[0]["metric"] == "needle"
+    with ScriptedServer(SolverResponder("sniah")) as solver:
+        done = batch(tasks, tmp_path / "out", solver, "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    scored = subprocess.run([CLI, "bench", "suite", "--suite", "sniah", "--score-batch", str(tasks),
+                             str(tmp_path / "out" / "results.jsonl"), "--json"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert scored.returncode == 0, scored.stderr
+    summary = json.loads(scored.stdout)["lengths"][0]["systems"]["ours"]
+    assert summary["score"] == 1.0 and summary["tasks"] == 2 and summary["errors"] == 0
