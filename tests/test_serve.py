@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -22,7 +23,7 @@ from _helpers import cell_text, cells_by_role, repl
 
 from rlm_kernel.engine.options import resolve
 from rlm_kernel.serve.request import BadRequest, read_request
-from rlm_kernel.testing.server import ScriptedServer
+from rlm_kernel.testing.server import ScriptedServer, all_text
 
 CLI = str(Path(sys.executable).with_name("rlm-kernel"))
 ANSWER = "forty-two"
@@ -30,11 +31,17 @@ STEP = repl("print(type(context).__name__, len(context))\n"
             "parts = llm_query_batched([f'part {i}' for i in range(3)])\nprint(parts[0])")
 
 
+SLOW_STEP = repl("import time\nfor _ in range(300):\n    time.sleep(0.1)")
+
+
 def responder(body: dict) -> str:
-    """Root: one step, then the answer (stateless, so requests may interleave); sub: an echo."""
+    """Root: one step, then the answer (stateless, so requests may interleave); sub: an echo.
+    A query with SLOW gets a step that takes 30 s."""
     if body.get("model") != "root-model":
         return "sub says " + body["messages"][-1]["content"]
-    return STEP if len(body["messages"]) <= 2 else f"FINAL({ANSWER})"
+    if len(body["messages"]) > 2:
+        return f"FINAL({ANSWER})"
+    return SLOW_STEP if "SLOW" in all_text(body) else STEP
 
 
 def free_port() -> int:
@@ -162,6 +169,24 @@ def test_a_streamed_request_sends_progress_as_reasoning_then_the_answer(served):
     assert "".join(content) == ANSWER and finish == "stop"
     assert rlm is not None and rlm["reason"] == "final" and Path(rlm["notebook"]).exists()
     assert usage is not None and usage.prompt_tokens == sum(u["prompt_tokens"] for u in rlm["usage"].values())
+
+
+def test_a_streaming_client_that_goes_away_stops_its_run(served):
+    before = set(served.runs.glob("*.ipynb"))
+    stream = served.client.chat.completions.create(model="rlm", stream=True,
+                                                   messages=[{"role": "user", "content": "SLOW please"}])
+    first = next(iter(stream))
+    assert first.choices[0].delta.model_extra["reasoning_content"].startswith("RLM run on a context of 0")
+    stream.close()
+    deadline = time.monotonic() + 20
+    reasons: list[str] = []
+    while time.monotonic() < deadline:
+        reasons = [json.loads(p.read_text(encoding="utf-8"))["metadata"]["rlm"]["runs"][-1]["reason"]
+                   for p in set(served.runs.glob("*.ipynb")) - before]
+        if reasons == ["interrupted"]:
+            break
+        time.sleep(0.3)
+    assert reasons == ["interrupted"]
 
 
 @pytest.mark.parametrize("messages, extra, said", [
