@@ -49,7 +49,9 @@ def run_batch(args: argparse.Namespace) -> int:
 
     tasks = read_tasks(args.tasks)
     given = options.given(args)
-    check_models(options.resolve(given))  # a bad model or key fails once, here, not in every task
+    if args.ray in (None, LOCAL_RAY):
+        check_models(options.resolve(given))  # a bad model or key fails once, here, not in every task
+    # (a cluster's nodes may reach servers and hold keys that this machine does not: each task checks there)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +139,9 @@ def _ray_runs(todo: list[Task], given: dict[str, Any], out: Path, args: argparse
 
     if not todo:
         return
-    with RayRunner(None if args.ray == LOCAL_RAY else args.ray, args.workers) as runner:
-        for line in runner.run(todo, given, out):
+    cluster = args.ray != LOCAL_RAY
+    with RayRunner(None if not cluster else args.ray, args.workers) as runner:
+        for line in runner.run(todo, given, out, check=cluster):
             text = line.pop("_notebook", None)
             if text is not None:
                 path = notebook_path(out, line["id"])

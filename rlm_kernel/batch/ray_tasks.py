@@ -54,7 +54,8 @@ class RayRunner:
 
             ray.shutdown()
 
-    def run(self, todo: list[Task], given: dict[str, Any], out: Path) -> Iterator[dict[str, Any]]:
+    def run(self, todo: list[Task], given: dict[str, Any], out: Path, *,
+            check: bool = False) -> Iterator[dict[str, Any]]:
         """Results lines as tasks end, with at most ``workers`` (else the
         cluster's CPUs) tasks in flight."""
         import ray
@@ -70,7 +71,7 @@ class RayRunner:
                 while queue and len(flying) < limit:
                     task = queue.pop()
                     ref = remote.remote(task.as_dict(), given, str(notebook_path(out, task.id)),
-                                        return_notebook=True)
+                                        return_notebook=True, check=check)
                     flying[ref] = task
                 ready, _ = ray.wait(list(flying), num_returns=1)
                 task = flying.pop(ready[0])

@@ -27,11 +27,12 @@ def start_local_worker() -> None:
 
 
 def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
-             return_notebook: bool = False) -> dict[str, Any]:
+             return_notebook: bool = False, check: bool = False) -> dict[str, Any]:
     """Run one task; its results line. The trajectory is written to
     ``notebook``; with ``return_notebook`` (a Ray worker, maybe on another
     machine) it is written here to a temporary file and returned in the
-    line as ``_notebook`` for the driver to write."""
+    line as ``_notebook`` for the driver to write. ``check``: check the
+    models here (the driver did not)."""
     global _busy
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from ..api import RLM
@@ -43,7 +44,7 @@ def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
     scratch = tempfile.mkdtemp(prefix="rlm-batch-") if return_notebook else None
     output = str(Path(scratch, "run.ipynb")) if scratch else notebook
     try:
-        rlm = RLM(check=False, **options)
+        rlm = RLM(check=check, **options)
         if task["paths"] is not None:
             loaded = load_context(task["paths"])
             context, sources = loaded.value, loaded.sources
