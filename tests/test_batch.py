@@ -113,21 +113,61 @@ def test_six_tasks_on_three_local_workers_then_a_rerun_asks_no_model(tasks_file,
     assert len(models.requests) - before == 15  # the rerun asked no model
     assert "5 of 6 tasks already have a final answer; skipping them" in again.stderr
 
-    # an interrupted batch resumes: a task whose notebook did not end with an answer runs again, alone
-    notebook = out / "t2.ipynb"
-    nb = nbformat.read(notebook, as_version=4)
-    nb.metadata["rlm"]["runs"][-1]["reason"] = "running"
-    nbformat.write(nb, notebook)
-    resumed = batch(tasks_file, out, models, "--workers", "3")
-    check_outcome(out, resumed)
-    assert len(models.requests) - before == 18
+
+
+def test_ctrl_c_stops_the_running_runs_and_the_same_command_resumes(tmp_path):
+    import signal
+    import time
+
+    slow = {"1", "2"}
+
+    def stalling(body: dict) -> str:
+        if body.get("model") != "root-model":
+            return "a summary"
+        number = re.search(r"QUESTION-(\d+)", all_text(body)).group(1)
+        if len(body["messages"]) > 2:
+            return f"FINAL(answer-{number})"
+        return repl("import time\nfor _ in range(600):\n    time.sleep(0.1)") if number in slow else STEP
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "query": f"QUESTION-{i}", "context_text": "x"}) + "\n"
+                             for i in range(4)), encoding="utf-8")
+    out = tmp_path / "out"
+    with ScriptedServer(stalling) as models:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("RLM_")}
+        command = [CLI, "batch", str(tasks), "--out", str(out), "--workers", "2", "--model", "openai/root-model",
+                   "--sub-model", "openai/sub-model", "--api-base", models.url]
+        batch_run = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and {"1", "2"} - {m for b in models.calls("root-model")
+                                                             for m in re.findall(r"QUESTION-(\d)", all_text(b))}:
+            time.sleep(0.2)
+        time.sleep(1.0)  # both slow steps are running now
+        os.killpg(batch_run.pid, signal.SIGINT)  # Ctrl-C on a terminal reaches the whole process group
+        _, stderr = batch_run.communicate(timeout=60)
+        assert batch_run.returncode == 130, stderr
+        assert "batch interrupted; run the same command again to resume" in stderr
+        by_id = {line["id"]: line for line in results(out)}
+        assert by_id["t1"]["reason"] == by_id["t2"]["reason"] == "interrupted"
+        assert "t3" not in by_id and not (out / "t3.ipynb").exists()  # not started after Ctrl-C
+        for task in ("t1", "t2"):
+            assert nbformat.read(out / f"{task}.ipynb", as_version=4).metadata["rlm"]["runs"][-1]["reason"] == \
+                "interrupted"
+
+        slow.clear()
+        again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    lines = results(out)
+    assert [line["id"] for line in lines] == ["t0", "t1", "t2", "t3"]
+    assert [line["answer"] for line in lines] == ["answer-0", "answer-1", "answer-2", "answer-3"]
 
 
 def test_the_same_tasks_as_ray_tasks_on_a_local_instance(tasks_file, models, tmp_path):
     pytest.importorskip("ray")
     out = tmp_path / "ray-out"
     before = len(models.requests)
-    done = batch(tasks_file, out, models, "--ray", "--workers", "2")
+    done = batch(tasks_file, out, models, "--ray", "--workers", "1")
     check_outcome(out, done)
     assert len(models.requests) - before == 15
 

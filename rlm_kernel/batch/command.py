@@ -9,7 +9,7 @@ import argparse
 import concurrent.futures
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,34 +102,42 @@ def _local_runs(todo: list[Task], given: dict[str, Any], out: Path, args: argpar
     workers = min(args.workers or os.cpu_count() or 1, len(todo))
     pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                                   initializer=start_local_worker)
+    pending = {pool.submit(run_task, t.as_dict(), given, str(notebook_path(out, t.id))): t for t in todo}
+    finished: set[Any] = set()
     try:
-        pending = {pool.submit(run_task, t.as_dict(), given, str(notebook_path(out, t.id))): t for t in todo}
-        yield from _as_finished(pending, lambda future: future.result())
+        for future, line in _as_finished(pending):
+            finished.add(future)
+            if line is not None:
+                yield line
     except KeyboardInterrupt:
-        # Workers got the Ctrl-C too: their runs end "interrupted" and write their notebooks.
+        # The workers got the Ctrl-C too: their runs end "interrupted" and write
+        # their notebooks; tasks not started stay to do (a rerun does them).
         for future in pending:
             future.cancel()
         for future in pending:
-            if not future.cancelled():
-                try:
-                    yield future.result(timeout=30)
-                except Exception:  # noqa: BLE001 - what is lost is re-run next time
-                    pass
+            if future in finished or future.cancelled():
+                continue
+            try:
+                line = future.result(timeout=30)
+            except Exception:  # noqa: BLE001 - what is lost is run again next time
+                continue
+            if line is not None:
+                yield line
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _as_finished(pending: dict[Any, Task], outcome: Callable[[Any], dict[str, Any]]) -> Runs:
+def _as_finished(pending: dict[Any, Task]) -> Iterator[tuple[Any, dict[str, Any] | None]]:
     from .tasks import failed_line
 
     for future in concurrent.futures.as_completed(pending):
         try:
-            yield outcome(future)
+            yield future, future.result()
         except concurrent.futures.process.BrokenProcessPool:
             raise RLMError("A batch worker process died (out of memory?); run the batch again to resume.") from None
         except Exception as error:  # noqa: BLE001 - the task's own failure
-            yield failed_line(pending[future].id, f"{type(error).__name__}: {error}")
+            yield future, failed_line(pending[future].id, f"{type(error).__name__}: {error}")
 
 
 def _ray_runs(todo: list[Task], given: dict[str, Any], out: Path, args: argparse.Namespace) -> Runs:

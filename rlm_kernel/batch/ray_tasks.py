@@ -76,7 +76,9 @@ class RayRunner:
                 ready, _ = ray.wait(list(flying), num_returns=1)
                 task = flying.pop(ready[0])
                 try:
-                    yield ray.get(ready[0])
+                    line = ray.get(ready[0])
+                    if line is not None:
+                        yield line
                 except Exception as error:  # noqa: BLE001 - the worker died or Ray failed the task
                     yield failed_line(task.id, f"the Ray task failed: {str(error).splitlines()[0]}")
         except KeyboardInterrupt:

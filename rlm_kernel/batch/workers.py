@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 _busy = False  # a run is under way in this worker
+_stopping = False  # Ctrl-C was pressed: start no more tasks
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
     # Ctrl-C on the terminal reaches every worker: it stops a run (which then
-    # ends "interrupted" and writes its notebook); an idle worker ignores it.
+    # ends "interrupted" and writes its notebook); an idle worker only stops
+    # taking tasks (those the pool queued to it come back as not run).
+    global _stopping
+    _stopping = True
     if _busy:
         raise KeyboardInterrupt
 
@@ -27,13 +31,15 @@ def start_local_worker() -> None:
 
 
 def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
-             return_notebook: bool = False, check: bool = False) -> dict[str, Any]:
+             return_notebook: bool = False, check: bool = False) -> dict[str, Any] | None:
     """Run one task; its results line. The trajectory is written to
     ``notebook``; with ``return_notebook`` (a Ray worker, maybe on another
     machine) it is written here to a temporary file and returned in the
     line as ``_notebook`` for the driver to write. ``check``: check the
-    models here (the driver did not)."""
+    models here (the driver did not). None: not run (the batch is stopping)."""
     global _busy
+    if _stopping:
+        return None
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from ..api import RLM
     from ..engine.context import load_context
