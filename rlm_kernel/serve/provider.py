@@ -79,7 +79,7 @@ class RLMProvider:
         try:
             result = await asyncio.shield(future)
         except asyncio.CancelledError:
-            started.interrupt()  # the client went away: stop the run (its notebook says so)
+            started.interrupt()  # the caller was cancelled: stop the run (its notebook says so)
             raise
         return self._response(model, result)
 
