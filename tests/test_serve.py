@@ -294,3 +294,21 @@ def test_serve_without_a_model_says_what_to_do(tmp_path):
     done = subprocess.run([CLI, "serve"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2
     assert "Give the root model to serve with --model" in done.stderr
+
+
+def test_a_run_without_an_answer_says_why_and_a_failed_root_model_is_an_error(tmp_path, server):
+    import litellm
+
+    from rlm_kernel.serve import register
+    from rlm_kernel.testing.server import Reply
+
+    register(runs_dir=str(tmp_path), sub_model="openai/sub-model", max_iterations=1)
+    messages = [{"role": "user", "content": "doc"}, {"role": "user", "content": "q?"}]
+    looping = server(lambda body: STEP if body.get("model") == "root-model" else "sub")
+    reply = litellm.completion(model="rlm/openai/root-model", api_base=looping.url, messages=messages)
+    assert reply.choices[0].finish_reason == "length" and not reply.choices[0].message.content
+    assert reply.rlm["reason"] == "max_iterations" and reply.rlm["iterations"] == 1
+
+    refusing = server(lambda body: Reply(status=401, text="bad key"))
+    with pytest.raises(litellm.BadGatewayError, match="The RLM run ended with an error: The root model call failed"):
+        litellm.completion(model="rlm/openai/root-model", api_base=refusing.url, messages=messages)
