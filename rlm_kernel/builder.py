@@ -46,19 +46,35 @@ class Frontends:
 
 
 def model_client(options: Any) -> ModelClient:
-    """The model client for these options."""
+    """The model client for these options: through a litellm Router when
+    ``options.router`` names its config, else litellm directly."""
+    if options.router:
+        from .engine.router_client import RouterClient
+
+        return RouterClient(options.router, max_retries=options.max_retries,
+                            retry_base_delay=options.retry_base_delay, request_timeout=options.request_timeout)
     from .engine.litellm_client import LiteLLMClient
 
     return LiteLLMClient(max_retries=options.max_retries, retry_base_delay=options.retry_base_delay,
                          request_timeout=options.request_timeout)
 
 
-def check_models(options: Any) -> None:
-    """Refuse, in one sentence, a model that cannot be used (name, key, server)."""
+def check_models(options: Any, client: ModelClient | None = None) -> None:
+    """Refuse, in one sentence, a model that cannot be used (name, key,
+    server; with a Router, a name its config does not serve)."""
     from .engine.providers import check_endpoint
     from .engine.tree import endpoints
 
     root, sub = endpoints(options)
+    if options.router:
+        from .engine.router_client import RouterClient
+
+        router = client if isinstance(client, RouterClient) else RouterClient(options.router)
+        if not root.model:
+            check_endpoint(root)  # says how to name one
+        router.check(root)
+        router.check(sub)
+        return
     check_endpoint(root)
     if sub.model != root.model or sub.api_base != root.api_base:
         check_endpoint(sub)
@@ -84,9 +100,10 @@ def build_run(
     if owns_namespace and (not isinstance(query, str) or not query.strip()):
         raise RLMError("The query is empty; say what you want to know about the context.")
     file_sinks = _file_sinks(frontends)
+    client = client or model_client(options)
     if check:
-        check_models(options)
-    tree = RunTree(client or model_client(options), options)
+        check_models(options, client)
+    tree = RunTree(client, options)
     run = Run(tree, query=query, context=context, executor=executor, code_thread=code_thread,
               owns_namespace=owns_namespace, **start)
     run.sink = MultiSink(*_sinks(frontends, code_thread), *file_sinks)

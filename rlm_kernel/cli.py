@@ -1,4 +1,4 @@
-"""``rlm-kernel``: run an RLM headless (more commands come as subcommands)."""
+"""``rlm-kernel``: run an RLM headless, serve it, run many (more commands come as subcommands)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,11 @@ def _parser() -> Any:
     export.add_argument("--include-subcalls", action="store_true", help="sft: one more example per sub-call")
     export.add_argument("--only-final", action="store_true", help="only runs that ended with a final answer")
     export.add_argument("--only-approved", action="store_true", help="only runs whose every step a person approved")
+    from .batch.command import add_batch_parser
+    from .serve.proxy import add_serve_parser
+
+    add_serve_parser(commands)
+    add_batch_parser(commands)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:
@@ -88,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
             from .export import run_export
 
             return run_export(args)
+        if args.command == "serve":
+            from .serve.proxy import run_serve
+
+            return run_serve(args)
+        if args.command == "batch":
+            from .batch.command import run_batch
+
+            return run_batch(args)
         if args.command == "bench":
             from .bench.cli import run_bench
 

@@ -30,19 +30,22 @@ def _help(parser) -> str:
     return parser.format_help()
 
 
-def _run_help() -> str:
+def _run_help(command: str = "run") -> str:
     commands = cli._parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    return commands["run"].format_help()
+    return commands[command].format_help()
 
 
-@pytest.mark.parametrize("surface", ["rlm-kernel run", "%%rlm", "%rlm continue"])
+@pytest.mark.parametrize("surface", ["rlm-kernel run", "%%rlm", "%rlm continue", "rlm-kernel serve",
+                                     "rlm-kernel batch"])
 def test_every_flag_option_is_a_flag_of_every_surface(surface: str) -> None:
     text = {"rlm-kernel run": _run_help, "%%rlm": lambda: _help(run_parser()),
-            "%rlm continue": lambda: _help(continue_parser())}[surface]()
+            "%rlm continue": lambda: _help(continue_parser()), "rlm-kernel serve": lambda: _run_help("serve"),
+            "rlm-kernel batch": lambda: _run_help("batch")}[surface]()
     for option in FLAGS:
         assert option.flag_name in text, (surface, option.flag_name)
     for option in OPTIONS:
-        if not option.flag:
+        # serve's own --api-key is the key its clients send, not the provider key of the run option
+        if not option.flag and not (surface == "rlm-kernel serve" and option.name == "api_key"):
             assert option.flag_name not in text, (surface, option.flag_name)
 
 

@@ -17,14 +17,30 @@ class ModelUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
+    # calls through a Router: per deployment id, its api_base, calls and tokens
+    deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add_deployment(self, completion: Completion) -> None:
+        where = completion.deployment
+        if not where:
+            return
+        entry = self.deployments.setdefault(where.get("id") or where.get("api_base") or "?", {
+            **({"api_base": where["api_base"]} if where.get("api_base") else {}),
+            "calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        entry["calls"] += 1
+        entry["prompt_tokens"] += completion.prompt_tokens
+        entry["completion_tokens"] += completion.completion_tokens
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
         }
+        if self.deployments:
+            record["deployments"] = {name: dict(entry) for name, entry in self.deployments.items()}
+        return record
 
 
 @dataclass
@@ -41,6 +57,7 @@ class Ledger:
             usage.calls += 1
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
+            usage.add_deployment(completion)
             if usage.cost_usd is not None:
                 usage.cost_usd = None if completion.cost_usd is None else usage.cost_usd + completion.cost_usd
 

@@ -52,7 +52,7 @@ class LiteLLMClient(ModelClient):
                        deadline: float | None = None, **kwargs: Any) -> Completion:
         litellm = load_litellm()
         call = {
-            **call_kwargs(endpoint),
+            **self._call_kwargs(endpoint),
             "messages": messages,
             "timeout": self.request_timeout,
             "max_retries": 0,
@@ -69,14 +69,14 @@ class LiteLLMClient(ModelClient):
                     raise ModelCallError("the run's time limit was reached during a model call", False, attempt)
                 call["timeout"] = min(self.request_timeout, remaining)
             try:
-                response = await litellm.acompletion(**call)
+                response = await self._attempt(call, deadline)
                 text, reasoning, blocks = _reply_parts(response)
                 if endpoint.json_steps:
                     text = json_steps.step_text(text)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - classified below
-                retryable, message, wait = classify(error, endpoint)
+                retryable, message, wait = self._classify(error, endpoint)
                 if not retryable or attempt > self.max_retries:
                     suffix = f" after {attempt} attempts" if attempt > 1 else ""
                     raise ModelCallError(f"{message}{suffix}", retryable, attempt) from None
@@ -91,12 +91,33 @@ class LiteLLMClient(ModelClient):
                 model=endpoint.model,
                 prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                cost_usd=_cost(litellm, response, endpoint.model),
+                cost_usd=self._cost(litellm, response, endpoint),
                 latency_s=time.monotonic() - started,
-                attempts=attempt,
+                attempts=self._attempts(response, attempt),
                 reasoning=reasoning,
                 thinking_blocks=blocks,
+                deployment=self._deployment(response),
             )
+
+    # -- what a client that sends calls elsewhere (a Router) changes ---------------
+    def _call_kwargs(self, endpoint: ModelEndpoint) -> dict[str, Any]:
+        return call_kwargs(endpoint)
+
+    async def _attempt(self, call: dict[str, Any], deadline: float | None) -> Any:
+        """One try of the call (litellm's response, or an exception to classify)."""
+        return await load_litellm().acompletion(**call)
+
+    def _classify(self, error: Exception, endpoint: ModelEndpoint) -> tuple[bool, str, float | None]:
+        return classify(error, endpoint)
+
+    def _cost(self, litellm: Any, response: Any, endpoint: ModelEndpoint) -> float | None:
+        return _cost(litellm, response, endpoint.model)
+
+    def _attempts(self, response: Any, attempt: int) -> int:
+        return attempt
+
+    def _deployment(self, response: Any) -> dict[str, str] | None:
+        return None
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))

@@ -36,6 +36,7 @@ class Completion:
     attempts: int
     reasoning: str | None = None  # the provider's reasoning field (reasoning_content), apart from the reply
     thinking_blocks: list[dict[str, Any]] | None = None  # Anthropic-style thinking blocks, as plain dicts
+    deployment: dict[str, str] | None = None  # which deployment of a Router's answered (id, api_base)
 
 
 class ModelCallError(Exception):

@@ -99,6 +99,9 @@ OPTIONS: tuple[Option, ...] = (
            help="OpenAI-compatible base URL for both models (default: $RLM_API_BASE)"),
     Option("sub_api_base", "text", group="models", env="RLM_SUB_API_BASE", same_as="api_base",
            help="base URL for the sub-model when it differs"),
+    Option("router", "text", group="models", env="RLM_ROUTER",
+           help="litellm Router config (YAML): the models' deployments, rate limits, retries, cooldowns "
+                "(default: $RLM_ROUTER)"),
     Option("api_key", "text", group="models", flag=False, secret=True,
            help="key for the root model (default: the provider's environment variable)"),
     Option("sub_api_key", "text", group="models", flag=False, secret=True,

@@ -41,7 +41,9 @@ class RunResult:
             "subcalls": self.subcalls,
             "replayed_subcalls": self.replayed_subcalls,
             "usage": {m: {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
-                          "calls": u["calls"], "cost_usd": u["cost_usd"]} for m, u in self.usage.items()},
+                          "calls": u["calls"], "cost_usd": u["cost_usd"],
+                          **({"deployments": u["deployments"]} if u.get("deployments") else {})}
+                      for m, u in self.usage.items()},
             "cost_usd": self.cost_usd,
             "elapsed_s": round(self.elapsed_s, 3),
             "run_id": self.run_id,

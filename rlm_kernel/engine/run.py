@@ -280,6 +280,8 @@ class Run:
             "completion_tokens": completion.completion_tokens, "cost_usd": completion.cost_usd,
             "latency_s": round(completion.latency_s, 4),
         }
+        if completion.deployment:
+            self.root_usage["deployment"] = completion.deployment
         return completion
 
     def _end(self, reason: str, error: str | None, answer: Any, answer_var: str | None) -> RunResult:

@@ -54,6 +54,7 @@ class SubcallRecord:
     pinned: bool = False  # a person edited the response and pinned it
     edited_prompt: str | None = None  # a pinned call whose prompt a person rewrote (the hash stays the code's)
     cell_id: str | None = None  # the notebook cell whose code made the call
+    deployment: dict[str, str] | None = None  # which deployment answered (calls through a Router)
     started: float = field(default_factory=time.monotonic)
 
     def replay(self, recorded: dict[str, Any]) -> None:
@@ -96,6 +97,8 @@ class SubcallRecord:
             record["batch"] = self.batch
         if self.child is not None:
             record["child"] = self.child
+        if self.deployment:
+            record["deployment"] = self.deployment
         if self.replayed:
             record["replayed"] = True
         if self.pinned:
@@ -249,6 +252,7 @@ class SubcallHelpers:
                 record.status, record.response = "done", completion.text or completion.reasoning or ""
                 record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
                 record.cost_usd, record.attempts = completion.cost_usd, completion.attempts
+                record.deployment = completion.deployment
             finally:
                 record.latency_s = time.monotonic() - record.started
         self.run.subcall_changed(record)

@@ -76,6 +76,11 @@ def add_suite_parser(kinds: Any) -> argparse.ArgumentParser:
     parser.add_argument("--write-md", metavar="PATH",
                         help="also write this suite's section of a generated markdown file (e.g. BENCHMARKS.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    batch = parser.add_argument_group("through rlm-kernel batch (many workers or Ray)")
+    batch.add_argument("--write-tasks", metavar="TASKS.jsonl",
+                       help="write the suite's tasks as a batch tasks file and stop (no model is called)")
+    batch.add_argument("--score-batch", nargs=2, metavar=("TASKS.jsonl", "RESULTS.jsonl"),
+                       help="score a batch's results.jsonl against the tasks file --write-tasks wrote")
     return parser
 
 
@@ -90,6 +95,8 @@ def run_suite_command(args: argparse.Namespace) -> int:
             print(f"[suite] {message}", file=sys.stderr, flush=True)
 
     plot = args.plot or (str(Path(args.out_dir, f"{args.suite}.png")) if args.out_dir else None)
+    if args.write_tasks or args.score_batch:
+        return _through_batch(args, progress)
     try:
         if plot and not plot.lower().endswith(".png"):
             raise SuiteError(f"The plot is saved as PNG; give a path ending in .png, not {plot!r}.")
@@ -124,6 +131,30 @@ def run_suite_command(args: argparse.Namespace) -> int:
         from .report import format_text
 
         print(format_text(results), flush=True)
+    return EXIT_OK
+
+
+def _through_batch(args: argparse.Namespace, progress: Any) -> int:
+    from .batch_tasks import score_batch, write_tasks
+    from .report import format_text
+    from .texts import check_installed
+
+    try:
+        if args.write_tasks:
+            if args.suite != "codeqa":
+                check_installed()
+            options = {"package": args.codeqa_package} if args.suite == "codeqa" and args.codeqa_package else {}
+            count = write_tasks(args.suite, args.write_tasks, lengths=args.lengths, n=args.n, seed=args.seed,
+                                **options)
+            progress(f"wrote {count} {args.suite} tasks to {args.write_tasks}; run them with "
+                     f"`rlm-kernel batch {args.write_tasks} --out DIR ...`, then score DIR/results.jsonl "
+                     f"with --score-batch {args.write_tasks} DIR/results.jsonl")
+            return EXIT_OK
+        results = score_batch(*args.score_batch)
+    except RLMError as error:
+        print(f"rlm-kernel bench suite: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(results, default=str, ensure_ascii=False) if args.json else format_text(results), flush=True)
     return EXIT_OK
 
 

@@ -1,0 +1,158 @@
+"""``--router FILE``: root and sub-calls through litellm's Router, over two
+scripted servers serving one sub-model name as two deployments. The ledger
+and the sub-call records say which deployment answered; a failing
+deployment is retried elsewhere and cooled down by the Router."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+from _helpers import repl
+
+from rlm_kernel import RLM
+from rlm_kernel.errors import ModelError
+from rlm_kernel.testing.server import Reply, ScriptedServer
+
+BATCH = "answers = llm_query_batched([f'item {i}' for i in range(40)], model='sub')\nprint(len(answers))"
+
+
+def router_file(tmp_path: Path, root: ScriptedServer, dep_a: ScriptedServer, dep_b: ScriptedServer,
+                settings: str = "") -> str:
+    path = tmp_path / "router.yaml"
+    path.write_text(f"""\
+model_list:
+  - model_name: root
+    litellm_params: {{model: openai/root-model, api_base: "{root.url}", api_key: "x"}}
+    model_info: {{id: root-dep}}
+  - model_name: sub
+    litellm_params: {{model: openai/sub-model, api_base: "{dep_a.url}", api_key: "x"}}
+    model_info: {{id: dep-a}}
+  - model_name: sub
+    litellm_params: {{model: openai/sub-model, api_base: "{dep_b.url}", api_key: "x"}}
+    model_info: {{id: dep-b}}
+router_settings:
+  routing_strategy: simple-shuffle
+{settings}""", encoding="utf-8")
+    return str(path)
+
+
+def subcall_records(nb: nbformat.NotebookNode) -> list[dict]:
+    return [s for c in nb.cells for s in c.metadata.get("rlm", {}).get("subcalls", [])]
+
+
+def test_a_batch_reaches_both_deployments_and_each_call_is_counted_once(server, tmp_path):
+    root = server(root=[repl(BATCH), "FINAL(done)"])
+    dep_a, dep_b = server(), server()
+    out = tmp_path / "run.ipynb"
+    rlm = RLM(model="root", sub_model="sub", router=router_file(tmp_path, root, dep_a, dep_b))
+    result = rlm.completion("some context", "Label every item.", output=str(out))
+    assert result.reason == "final", result.error
+
+    served = {"dep-a": dep_a.answered("sub-model")["calls"], "dep-b": dep_b.answered("sub-model")["calls"]}
+    assert sum(served.values()) == 40 and min(served.values()) > 0, served
+    usage = result.usage["sub"]
+    assert usage["calls"] == 40
+    assert {k: v["calls"] for k, v in usage["deployments"].items()} == served
+    assert usage["deployments"]["dep-a"]["api_base"] == dep_a.url
+    assert result.usage["root"]["deployments"]["root-dep"]["calls"] == 2
+
+    nb = nbformat.read(out, as_version=4)
+    records = subcall_records(nb)
+    assert len(records) == 40 and all(r["status"] == "done" for r in records)
+    assert Counter(r["deployment"]["id"] for r in records) == Counter(served)
+    assert {r["deployment"]["api_base"] for r in records} == {dep_a.url, dep_b.url}
+    roots = [c.metadata["rlm"]["root_call"] for c in nb.cells if "root_call" in c.metadata.get("rlm", {})]
+    assert roots and all(r["deployment"] == {"id": "root-dep", "api_base": root.url} for r in roots)
+    assert result.to_json()["usage"]["sub"]["deployments"] == usage["deployments"]
+
+
+def test_a_failing_deployment_is_cooled_down_while_the_other_finishes(server, tmp_path):
+    seen_before_second_batch: list[int] = []
+    dep_b = server(lambda body: Reply(status=500, text="this deployment is down"))
+
+    def second_batch(body: dict) -> str:
+        seen_before_second_batch.append(len(dep_b.requests))
+        return repl(BATCH)
+
+    root = server(root=[repl(BATCH), second_batch, "FINAL(done)"])
+    dep_a = server()
+    config = router_file(tmp_path, root, dep_a, dep_b, "  allowed_fails: 1\n  cooldown_time: 120\n")
+    rlm = RLM(model="root", sub_model="sub", router=config)
+    result = rlm.completion("some context", "Label every item twice.", output=str(tmp_path / "run.ipynb"))
+    assert result.reason == "final", result.error
+
+    # every one of the 80 sub-calls answered once, all by the healthy deployment
+    assert dep_a.answered("sub-model")["calls"] == 80
+    assert dep_b.answered()["calls"] == 0 and dep_b.requests, "the failing deployment was never tried"
+    assert result.usage["sub"]["calls"] == 80
+    assert {k: v["calls"] for k, v in result.usage["sub"]["deployments"].items()} == {"dep-a": 80}
+    records = subcall_records(nbformat.read(tmp_path / "run.ipynb", as_version=4))
+    assert len(records) == 80 and all(r["status"] == "done" for r in records)
+    assert any(r.get("attempts", 1) > 1 for r in records[:40])  # retried on the other deployment
+
+    # once cooled down, the failing deployment got none of the second batch
+    assert len(dep_b.requests) == seen_before_second_batch[0]
+    from litellm.router_utils.cooldown_handlers import get_cooldown_deployments
+
+    assert "dep-b" in get_cooldown_deployments(rlm.client.router(), None)
+
+
+def test_the_router_retries_and_ours_do_not(server, tmp_path):
+    """One deployment that always fails: the Router's num_retries decides how
+    often it is asked (here 2 retries: 3 requests); our loop adds none."""
+    root = server(root=[repl("print(llm_query('x', model='sub'))"), "FINAL(done)"])
+    down = server(lambda body: Reply(status=503, text="down"))
+    path = tmp_path / "router.yaml"
+    path.write_text(f"""\
+model_list:
+  - {{model_name: root, litellm_params: {{model: openai/root-model, api_base: "{root.url}", api_key: x}}}}
+  - {{model_name: sub, litellm_params: {{model: openai/sub-model, api_base: "{down.url}", api_key: x}}}}
+router_settings: {{num_retries: 2, retry_after: 0, disable_cooldowns: true}}
+""", encoding="utf-8")
+    result = RLM(model="root", sub_model="sub", router=str(path), max_retries=9).completion("c", "q?")
+    assert result.reason == "final"
+    assert len(down.requests) == 3
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "Cannot read the router config"),
+    ("model_list: []\n", "needs a `model_list`"),
+    ("model_list:\n  - {model_name: m}\n", "Deployment 1 of the router config"),
+    ("model_list:\n  - {model_name: m, litellm_params: {model: openai/x}}\nrouters: {}\n", "unknown section 'routers'"),
+    ("model_list: [\n", "not valid YAML or JSON"),
+])
+def test_a_bad_router_file_is_refused_in_one_sentence(tmp_path, text, message):
+    path = tmp_path / "router.yaml"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(ModelError, match=message):
+        RLM(model="m", router=str(path))
+
+
+def test_names_and_settings_the_router_does_not_take_are_refused_before_the_run(server, tmp_path):
+    srv = server()
+    path = tmp_path / "router.yaml"
+    deployment = f"""\
+model_list:
+  - {{model_name: m, litellm_params: {{model: openai/root-model, api_base: "{srv.url}", api_key: x}}}}
+"""
+    path.write_text(deployment, encoding="utf-8")
+    with pytest.raises(ModelError, match=r"no deployment named 'other'; its model names are m\.$"):
+        RLM(model="m", sub_model="other", router=str(path)).completion("c", "q?")
+    path.write_text(deployment + "router_settings: {num_retriez: 1}\n", encoding="utf-8")
+    with pytest.raises(ModelError, match="router setting litellm's Router does not know: 'num_retriez'"):
+        RLM(model="m", router=str(path)).completion("c", "q?")
+    assert not srv.requests
+
+
+def test_router_is_written_in_the_query_cell_and_read_back():
+    from rlm_kernel.engine.options import parse_query_cell, query_cell_source, resolve
+
+    options = resolve({"model": "root", "router": "cfg.yaml"})
+    source = query_cell_source(options, "q?")
+    assert "--router cfg.yaml" in source
+    assert parse_query_cell(source)[1]["router"] == "cfg.yaml"
+    assert resolve({}, environ={"RLM_ROUTER": "r.yaml"}).router == "r.yaml"
