@@ -11,8 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_cli import CLI, clean_env
-from test_reply_protocol import BY_ID, GOES_ON, Responder
+from _cli import CLI
+from _helpers import clean_env
+from _reply_rows import BY_ID, GOES_ON, Responder
 
 from rlm_kernel.testing.server import ScriptedServer
 
