@@ -156,3 +156,18 @@ def test_router_is_written_in_the_query_cell_and_read_back():
     assert "--router cfg.yaml" in source
     assert parse_query_cell(source)[1]["router"] == "cfg.yaml"
     assert resolve({}, environ={"RLM_ROUTER": "r.yaml"}).router == "r.yaml"
+
+
+def test_after_a_router_run_an_unpriced_model_still_has_an_unknown_price(server, tmp_path):
+    """The Router registers its deployments in litellm at a price of 0 for the
+    whole process; a later plain run of the same model names must not read
+    that as free."""
+    root = server(root=[repl(BATCH), "FINAL(done)"])
+    routed = RLM(model="root", sub_model="sub", router=router_file(tmp_path, root, server(), server()))
+    assert routed.completion("some context", "Label every item.").cost_usd is None
+    plain = server(root=[repl("x = llm_query('one')"), "FINAL(done)"])
+    result = RLM(model="openai/root-model", sub_model="openai/sub-model", api_base=plain.url).completion(
+        "some context", "Ask once.")
+    assert result.reason == "final"
+    assert result.cost_usd is None
+    assert all(u["cost_usd"] is None for u in result.usage.values()), result.usage

@@ -148,15 +148,32 @@ _UNPRICED: set[str] = set()
 def _cost(litellm: Any, response: Any, model: str) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
-    if cost is not None:
-        return float(cost)
-    if model in _UNPRICED:
-        return None
-    try:
-        return float(litellm.completion_cost(completion_response=response, model=model))
-    except Exception:
-        _UNPRICED.add(model)  # looked up once: the lookup is slow
+    if cost is None and model not in _UNPRICED:
+        try:
+            cost = litellm.completion_cost(completion_response=response, model=model)
+        except Exception:
+            _UNPRICED.add(model)  # looked up once: the lookup is slow
+    if cost is None:
         return None  # unknown price: never a made-up 0
+    if float(cost) == 0.0 and not has_price(litellm, model):
+        # litellm says 0 for a model it holds no price for (a Router registers
+        # its deployments so, for the whole process): unknown, not free.
+        return None
+    return float(cost)
+
+
+_PRICED: dict[str, bool] = {}
+
+
+def has_price(litellm: Any, model: str) -> bool:
+    """Whether litellm holds a price above zero for ``model``."""
+    if model not in _PRICED:
+        try:
+            info = litellm.get_model_info(model=model)
+        except Exception:
+            info = {}
+        _PRICED[model] = bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+    return _PRICED[model]
 
 
 __all__ = ["LiteLLMClient", "call_kwargs"]

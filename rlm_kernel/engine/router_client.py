@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ModelError
 from . import json_steps
-from .litellm_client import LiteLLMClient
+from .litellm_client import LiteLLMClient, has_price
 from .litellm_setup import load_litellm
 from .model_client import ModelEndpoint
 from .providers import classify, clean_detail, safe_url
@@ -107,7 +107,7 @@ class RouterClient(LiteLLMClient):
         settings = self._settings()
         settings.setdefault("num_retries", self.router_retries)
         # Before the Router registers its deployments (at a price of 0 when it knows none).
-        priced = {d["litellm_params"]["model"]: _has_price(litellm, d["litellm_params"]["model"])
+        priced = {d["litellm_params"]["model"]: has_price(litellm, d["litellm_params"]["model"])
                   for d in self.config["model_list"]}
         try:
             router = litellm.Router(model_list=self.config["model_list"], **settings)
@@ -186,14 +186,6 @@ class RouterClient(LiteLLMClient):
         if hidden.get("api_base"):
             deployment["api_base"] = safe_url(str(hidden["api_base"]))
         return deployment or None
-
-
-def _has_price(litellm: Any, model: str) -> bool:
-    try:
-        info = litellm.get_model_info(model=model)
-    except Exception:
-        return False
-    return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
 
 
 class _DeadlineReached(Exception):
