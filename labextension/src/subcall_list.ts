@@ -16,15 +16,14 @@ import {
   type WidgetModel
 } from '@jupyter-widgets/base';
 
+import { div, renderDetail, span } from './subcall_detail';
 import { MODULE_NAME, MODULE_VERSION } from './subcall_module';
 import {
   applyRows,
   asRow,
   countStatuses,
   filterRows,
-  foldLabel,
   formatMeta,
-  type Fold,
   type IRow,
   STATUSES,
   visibleRange
@@ -346,64 +345,17 @@ export class SubcallListView extends DOMWidgetView {
       return;
     }
     this.detailOf = row;
-    this.detail.textContent = '';
-    const head = this.detail.appendChild(div('rlm-sc-detail-head'));
-    head.appendChild(span('rlm-sc-detail-title')).textContent =
-      `#${index + 1} · ${row.s} · ${formatMeta(row)}`;
-    const close = head.appendChild(document.createElement('button'));
-    close.className = 'rlm-sc-detail-close';
-    close.textContent = '✕';
-    close.title = 'Close';
-    close.addEventListener('click', () => {
-      this.selected = -1;
-      this.schedule();
+    renderDetail(this.detail, row, index, {
+      prompts: this.model.get('prompts') as number,
+      sharedHead: String(this.model.get('shared_head')),
+      sharedTail: String(this.model.get('shared_tail')),
+      canEdit: this.canEdit,
+      edit: () => this.model.send({ type: 'edit', index }, {}),
+      close: () => {
+        this.selected = -1;
+        this.schedule();
+      }
     });
-    this.detail.appendChild(div('rlm-sc-label')).textContent =
-      `Prompt (${row.n.toLocaleString('en')} characters)`;
-    const prompt = this.detail.appendChild(div('rlm-sc-prompt'));
-    for (const part of row.v) {
-      if (typeof part === 'string') {
-        prompt.appendChild(document.createTextNode(part));
-      } else {
-        prompt.appendChild(this.foldButton(part, index));
-      }
-    }
-    this.detail.appendChild(div('rlm-sc-label')).textContent = 'Response';
-    const response = this.detail.appendChild(document.createElement('pre'));
-    response.className = 'rlm-sc-response';
-    response.textContent = row.r;
-    if (row.rn > row.r.length) {
-      const more = this.detail.appendChild(div('rlm-sc-more'));
-      more.textContent = `… ${(row.rn - row.r.length).toLocaleString('en')} more characters: the editor (✎ Edit) shows them all.`;
-    }
-  }
-
-  /** A folded stretch: shared text opens in place; a call's own text opens in the editor. */
-  private foldButton(part: Fold, index: number): HTMLElement {
-    const [kind, chars] = part;
-    const button = document.createElement('button');
-    button.className = 'rlm-sc-fold';
-    button.dataset.kind = kind;
-    const prompts = this.model.get('prompts') as number;
-    const shared = kind === 'head' || kind === 'tail';
-    button.textContent = `▸ ${foldLabel(kind, chars, prompts)}${shared ? '' : this.canEdit ? ' (open in the editor)' : ''}`;
-    button.addEventListener('click', () => {
-      if (!shared) {
-        if (this.canEdit) {
-          this.model.send({ type: 'edit', index }, {});
-        }
-        return;
-      }
-      const text = String(this.model.get(kind === 'head' ? 'shared_head' : 'shared_tail'));
-      const opened = span('rlm-sc-fold-text');
-      opened.textContent = text;
-      if (chars > text.length) {
-        opened.appendChild(span('rlm-sc-fold-more')).textContent =
-          ` … ${(chars - text.length).toLocaleString('en')} more characters: the editor shows them all.`;
-      }
-      button.replaceWith(opened);
-    });
-    return button;
   }
 
   private filters!: HTMLElement;
@@ -426,18 +378,6 @@ export class SubcallListView extends DOMWidgetView {
   private drawn = new Map<number, HTMLElement>();
   private pool: HTMLElement[] = [];
   private state = new WeakMap<HTMLElement, IDrawn>();
-}
-
-function div(className: string): HTMLElement {
-  const el = document.createElement('div');
-  el.className = className;
-  return el;
-}
-
-function span(className: string): HTMLElement {
-  const el = document.createElement('span');
-  el.className = className;
-  return el;
 }
 
 function oneLine(text: string): string {

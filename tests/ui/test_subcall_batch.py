@@ -118,7 +118,9 @@ def _row_heights(widget) -> dict:
         }""")
 
 
-def _run(page: Page, lab_server, server: ScriptedServer, name: str, context_code: str, *options: str) -> None:
+def _run(page: Page, lab_server, server: ScriptedServer, name: str, context_code: str, *options: str) -> float:
+    """Open a notebook with a context cell and a %%rlm cell, run both; returns
+    the page's clock (performance.now()) when the %%rlm cell started."""
     path = lab_server.write_notebook(
         name,
         [code_cell(context_code, "ctx"),
@@ -130,15 +132,17 @@ def _run(page: Page, lab_server, server: ScriptedServer, name: str, context_code
     assert page.evaluate("() => window.__rlmLongTasksError || ''") == ""
     start_cell(page, "ctx")
     wait_cell_executed(page, "ctx", timeout=60_000)
+    started = page.evaluate("() => performance.now()")
     start_cell(page, "ask")
+    return started
 
 
 def test_a_batch_of_5000_stays_responsive_with_a_bounded_list(page: Page, lab_server, request) -> None:
     n = 5_000
     script = Script(root=[_batch_step(n), "FINAL(done)"], sub=_fast_sub)
     with ScriptedServer(script) as server:
-        _run(page, lab_server, server, "batch-5000.ipynb", "context = 'abcdefghij' * 5000",
-             "--concurrency 128")
+        started = _run(page, lab_server, server, "batch-5000.ipynb", "context = 'abcdefghij' * 5000",
+                       "--concurrency 128")
         widget = page.locator(f"{CELLS} .rlm-subcall-widget").first
         widget.wait_for(timeout=120_000)
         expect(widget.locator(".rlm-sc-list")).to_be_attached(timeout=30_000)
@@ -163,11 +167,15 @@ def test_a_batch_of_5000_stays_responsive_with_a_bounded_list(page: Page, lab_se
             raise AssertionError(f"the batch did not finish: {samples[-1]}")
         end = samples[-1]["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
-        tasks = _long_tasks(page, first["now"], end)
+        # From the %%rlm cell's start: the cells going in, the widget opening
+        # with 5,000 rows in its state, then the fill itself.
+        tasks = _long_tasks(page, started, end)
         longest = max((d for _, d in tasks), default=0.0)
+        filling = max((d for s, d in tasks if s >= first["now"]), default=0.0)
         fill_s = (end - first["now"]) / 1000
-        summary = (f"5,000-row batch: filled in {fill_s:.1f} s; {len(tasks)} long tasks, longest {longest:.0f} ms, "
-                   f"total {sum(d for _, d in tasks):.0f} ms; most row elements {max(s['rows'] for s in samples)}, "
+        summary = (f"5,000-row batch: filled in {fill_s:.1f} s; from the run's start {len(tasks)} long tasks, "
+                   f"longest {longest:.0f} ms, total {sum(d for _, d in tasks):.0f} ms; longest once the list "
+                   f"was on the page {filling:.0f} ms; most row elements {max(s['rows'] for s in samples)}, "
                    f"most elements in the widget {max(s['nodes'] for s in samples)}; {len(samples)} samples")
         print("\n" + summary)
         _write_long_tasks(page, "subcall_batch_5000_longtasks.txt", summary, tasks)
@@ -239,17 +247,18 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
     (lab_server.root_dir / "bible.txt").write_text(_bible(), encoding="utf-8")
     script = Script(root=[BOOK_STEP, "FINAL(done)"], sub=_book_sub)
     with ScriptedServer(script) as server:
-        _run(page, lab_server, server, "batch-66.ipynb", "context = open('bible.txt', encoding='utf-8').read()",
-             "--concurrency 8")
+        started = _run(page, lab_server, server, "batch-66.ipynb",
+                       "context = open('bible.txt', encoding='utf-8').read()", "--concurrency 8")
         widget = page.locator(f"{CELLS} .rlm-subcall-widget").first
         widget.wait_for(timeout=120_000)
         first = widget.evaluate(PROBE)
         expect(widget.locator(".rlm-sc-title")).to_contain_text("66 of 66 done", timeout=120_000)
         end = widget.evaluate(PROBE)["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
-        tasks = _long_tasks(page, first["now"], end)
-        summary = (f"66-row batch: {len(tasks)} long tasks while it filled, longest "
-                   f"{max((d for _, d in tasks), default=0):.0f} ms")
+        tasks = _long_tasks(page, started, end)
+        summary = (f"66-row batch: from the run's start {len(tasks)} long tasks, longest "
+                   f"{max((d for _, d in tasks), default=0):.0f} ms; once the list was on the page, longest "
+                   f"{max((d for s, d in tasks if s >= first['now']), default=0):.0f} ms")
         print("\n" + summary)
         _write_long_tasks(page, "subcall_batch_66_longtasks.txt", summary, tasks)
 
