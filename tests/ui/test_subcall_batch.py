@@ -167,15 +167,17 @@ def test_a_batch_of_5000_stays_responsive_with_a_bounded_list(page: Page, lab_se
             raise AssertionError(f"the batch did not finish: {samples[-1]}")
         end = samples[-1]["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
-        # From the %%rlm cell's start: the cells going in, the widget opening
-        # with 5,000 rows in its state, then the fill itself.
-        tasks = _long_tasks(page, started, end)
+        page.wait_for_timeout(500)
+        finished = page.evaluate("() => performance.now()")
+        # The whole run: the cells going in, the widget opening with 5,000 rows
+        # in its state, the fill, the batch's end and the run's last cells.
+        tasks = _long_tasks(page, started, finished)
         longest = max((d for _, d in tasks), default=0.0)
-        filling = max((d for s, d in tasks if s >= first["now"]), default=0.0)
+        filling = max((d for s, d in tasks if first["now"] <= s <= end), default=0.0)
         fill_s = (end - first["now"]) / 1000
-        summary = (f"5,000-row batch: filled in {fill_s:.1f} s; from the run's start {len(tasks)} long tasks, "
-                   f"longest {longest:.0f} ms, total {sum(d for _, d in tasks):.0f} ms; longest once the list "
-                   f"was on the page {filling:.0f} ms; most row elements {max(s['rows'] for s in samples)}, "
+        summary = (f"5,000-row batch: filled in {fill_s:.1f} s; over the whole run {len(tasks)} long tasks, "
+                   f"longest {longest:.0f} ms, total {sum(d for _, d in tasks):.0f} ms; longest while the list "
+                   f"filled {filling:.0f} ms; most row elements {max(s['rows'] for s in samples)}, "
                    f"most elements in the widget {max(s['nodes'] for s in samples)}; {len(samples)} samples")
         print("\n" + summary)
         _write_long_tasks(page, "subcall_batch_5000_longtasks.txt", summary, tasks)
@@ -255,10 +257,11 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
         expect(widget.locator(".rlm-sc-title")).to_contain_text("66 of 66 done", timeout=120_000)
         end = widget.evaluate(PROBE)["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
-        tasks = _long_tasks(page, started, end)
-        summary = (f"66-row batch: from the run's start {len(tasks)} long tasks, longest "
-                   f"{max((d for _, d in tasks), default=0):.0f} ms; once the list was on the page, longest "
-                   f"{max((d for s, d in tasks if s >= first['now']), default=0):.0f} ms")
+        page.wait_for_timeout(500)
+        tasks = _long_tasks(page, started, page.evaluate("() => performance.now()"))
+        summary = (f"66-row batch: over the whole run {len(tasks)} long tasks, longest "
+                   f"{max((d for _, d in tasks), default=0):.0f} ms; while the list filled, longest "
+                   f"{max((d for s, d in tasks if first['now'] <= s <= end), default=0):.0f} ms")
         print("\n" + summary)
         _write_long_tasks(page, "subcall_batch_66_longtasks.txt", summary, tasks)
 
