@@ -4,6 +4,7 @@
  * Works in JupyterLab and Notebook 7: it needs only the notebook tracker; the
  * status bar and the settings registry are used when present.
  */
+import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import type {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
@@ -24,6 +25,7 @@ import { runsPanelPlugin } from './panel';
 import { saveWidgetState } from './settings';
 import { ReplayStatusItem, RunStatusItem } from './statusbar';
 import { Takeover, takeoverPlugin } from './takeover';
+import { MODULE_NAME, MODULE_VERSION } from './subcall_module';
 import { keepRestoredWidgetState } from './widgetstate';
 
 const PLUGIN_ID = 'rlm-kernel:plugin';
@@ -134,4 +136,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
   activate
 };
 
-export default [plugin, runsPanelPlugin, takeoverPlugin];
+/** The sub-call list, a widget model and view of our own (subcall_list.ts). */
+const subcallListPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'rlm-kernel:subcall-list',
+  description: 'The windowed, filterable list of a batch of sub-calls.',
+  autoStart: true,
+  requires: [IJupyterWidgetRegistry],
+  activate: (_: JupyterFrontEnd, registry: IJupyterWidgetRegistry) => {
+    registry.registerWidget({
+      name: MODULE_NAME,
+      version: MODULE_VERSION,
+      exports: async () => {
+        const { SubcallListModel, SubcallListView } = await import(
+          './subcall_list'
+        );
+        return { SubcallListModel, SubcallListView };
+      }
+    });
+  }
+};
+
+export default [plugin, runsPanelPlugin, takeoverPlugin, subcallListPlugin];

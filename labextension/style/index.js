@@ -1,2 +1,3 @@
 import './base.css';
 import './panel.css';
+import './subcall_list.css';

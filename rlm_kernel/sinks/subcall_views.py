@@ -3,14 +3,16 @@ cell that made it: a live widget in a kernel, markdown everywhere."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..engine.replay import note_edited_prompts
 from ..engine.sink import Sink
-from ..widgets.subcall import SubcallView
+from ..widgets.subcall import REFRESH_S, SubcallView
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -31,9 +33,17 @@ def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> N
         display(bundle, metadata=metadata, display_id=display_id, raw=True)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class SubcallViewSink(Sink):
     """``widgets``: draw ipywidgets (only in a kernel with a frontend); updates
-    are posted to ``thread`` (the kernel's main thread) and coalesced."""
+    are posted to ``thread`` (the kernel's main thread), coalesced (one
+    pending refresh per view) and spaced (one per view every REFRESH_S)."""
 
     def __init__(self, thread: CallerThread | None = None, widgets: bool = False,
                  pinner: Callable[[Run, SubcallRecord, str, str | None], None] | None = None,
@@ -43,7 +53,6 @@ class SubcallViewSink(Sink):
         self.pinner = pinner  # lets a person edit and pin a response (and its prompt) in the widget
         self.asker = asker  # lets them send an edited prompt to the sub-model from the widget
         self._views: dict[str, SubcallView] = {}
-        self._pending: set[int] = set()
         self._lock = threading.Lock()
 
     def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
@@ -65,15 +74,29 @@ class SubcallViewSink(Sink):
             return
         view.mark(record)
         with self._lock:
-            if id(view) in self._pending:
+            if view.refresh_pending:
                 return
-            self._pending.add(id(view))
+            view.refresh_pending = True
+        # At most one refresh per view every REFRESH_S: a fast batch of
+        # thousands then costs the page a few messages a second.
+        wait = view.drawn_at + REFRESH_S - time.monotonic()
+        loop = _running_loop()
+        if wait > 0 and loop is not None:
+            loop.call_later(wait, self._post_refresh, view)
+        else:
+            self._post_refresh(view)
 
+    def _post_refresh(self, view: SubcallView) -> None:
         def refresh() -> None:
             with self._lock:
-                self._pending.discard(id(view))
+                view.refresh_pending = False
             view.refresh()
 
+        assert self.thread is not None
+        if view.finished:
+            with self._lock:
+                view.refresh_pending = False
+            return
         self.thread.post(refresh)
 
     def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
@@ -82,6 +105,7 @@ class SubcallViewSink(Sink):
         view = self._views.get(records[0].id)
         if view is None:
             return
+        view.finished = True
         for record in records:
             view.mark(record)
         if view.widget is not None:

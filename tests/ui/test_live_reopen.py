@@ -70,8 +70,10 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     assert vbox["model_name"] == "VBoxModel", vbox
     children = [ref.removeprefix("IPY_MODEL_") for ref in vbox["state"]["children"]]
     assert all(child in state for child in children), "a child model of the widget was not saved"
-    html = " ".join(state[c]["state"].get("value", "") for c in children if state[c]["model_name"] == "HTMLModel")
-    assert html.count("data-status='done'") == BATCH, html[:500]
+    # The batch's rows are saved in its list's state (the page keeps them current).
+    [rows] = [state[c]["state"].get("rows") for c in children if state[c]["model_name"] == "SubcallListModel"]
+    assert [row["s"] for row in rows] == ["done"] * BATCH, rows
+    assert rows[0]["r"] == "note on section 0", rows[0]
     saved_roles = [c["metadata"].get("rlm", {}).get("role") for c in saved["cells"]]
     assert [r for r in saved_roles if r in ("thought", "code", "answer")] == [c["role"] for c in agent_before]
 
@@ -98,12 +100,16 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     expect(reopened).to_contain_text(f"{BATCH} of {BATCH} done")
     expect(reopened.locator(".rlm-sc-row[data-status='done']")).to_have_count(BATCH)
     expect(reopened.locator(".widget-progress, progress, .progress-bar").first).to_be_attached()
-    # Rows still expand to show the prompt and the response.
-    reopened.locator(".rlm-sc-row summary").first.click()
-    expect(reopened.locator(".rlm-sc-row").first.locator(".rlm-sc-response")).to_contain_text("note on section 0")
+    # A row still opens to show its prompt and its response.
+    reopened.locator(".rlm-sc-row .rlm-sc-preview").first.click()
+    expect(reopened.locator(".rlm-sc-detail .rlm-sc-prompt")).to_contain_text("section 0")
+    expect(reopened.locator(".rlm-sc-detail .rlm-sc-response")).to_contain_text("note on section 0")
     # Without its kernel side the view says it is a saved one, shows no dead edit
-    # button and no broken-link icon on each part.
+    # action and no broken-link icon on each part.
     expect(reopened.locator(".widget-button", has_text="Edit response")).to_be_hidden()
+    expect(reopened.locator(".rlm-sc-row-edit")).to_have_count(BATCH)
+    for edit in reopened.locator(".rlm-sc-row-edit").all():
+        expect(edit).to_be_hidden()
     note = reopened.evaluate("el => getComputedStyle(el.closest('.rlm-subcall-widget'), '::after').content")
     assert "Saved view" in note, note
     icons = reopened.evaluate("el => [...el.querySelectorAll('.jupyter-widgets-disconnected')]"
