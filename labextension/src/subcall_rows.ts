@@ -3,6 +3,7 @@
  * (rlm_kernel/widgets/rows.py), and the pure parts of the list that shows
  * them: filtering by status and text, counting, the window of rows in view.
  */
+import { formatCost, formatTokens } from './format';
 
 /** A folded stretch of a prompt: what kind of text, how many characters. */
 export type Fold = [kind: 'head' | 'tail' | 'own' | 'middle', chars: number];
@@ -140,9 +141,9 @@ export function formatMeta(row: IRow): string {
   if (row.s === 'queued') {
     return '';
   }
-  const parts = [`${row.k[0].toLocaleString('en')}+${row.k[1].toLocaleString('en')} tok`];
+  const parts = [formatTokens(row.k[0] + row.k[1])];
   parts.push(row.l === null ? '…' : `${row.l.toFixed(2)} s`);
-  parts.push(row.c === null ? 'cost ?' : `$${row.c.toFixed(5)}`);
+  parts.push(formatCost(row.c));
   return parts.join(' · ');
 }
 

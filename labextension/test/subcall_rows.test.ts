@@ -78,10 +78,10 @@ describe('the rows of a batch', () => {
   it('show tokens, time and cost once a call has started', () => {
     expect(formatMeta(row('queued', 'a'))).toBe('');
     expect(formatMeta(row('done', 'a', 'b', { k: [1200, 8], l: 0.5, c: null }))).toBe(
-      '1,200+8 tok · 0.50 s · cost ?'
+      '1.2k tok · 0.50 s · price unknown'
     );
     expect(formatMeta(row('running', 'a', '', { l: null, c: 0.000012 }))).toBe(
-      '0+0 tok · … · $0.00001'
+      '0 tok · … · $0.000012'
     );
   });
 });

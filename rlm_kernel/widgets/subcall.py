@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._words import price_text, tokens_text
 from .rows import flags, shown_status
 from .text_fold import fold, fold_html
 
@@ -37,8 +38,8 @@ _FLAG_TIPS = {"pinned": "a person edited this response and pinned it",
               "replayed": "answered from the notebook, no model call"}
 
 
-def _cost(value: float | None) -> str:
-    return "cost ?" if value is None else f"${value:.5f}"
+def _cost(value: float | None, known: float = 0.0) -> str:
+    return price_text(value, known)
 
 
 def _clip(text: str | None, limit: int) -> str:
@@ -60,7 +61,7 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     colour = _STATUS_COLOURS.get(status, "#888")
     edited = record.edited_prompt
     latency = f"{record.latency_s:.2f} s" if record.latency_s is not None else "…"
-    tokens = f"{record.prompt_tokens:,}+{record.completion_tokens:,} tok"
+    tokens = tokens_text(record.prompt_tokens + record.completion_tokens)
     tags = "".join(f" <span class='rlm-sc-flag rlm-sc-{name}' title='{_FLAG_TIPS[name]}' style='font-size:85%;"
                    f"border:1px solid;border-radius:3px;padding:0 3px;white-space:nowrap'>{name}</span>"
                    for name in flags(record))
@@ -90,7 +91,7 @@ def record_markdown(record: SubcallRecord) -> str:
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
     status = shown_status(record) + (" (pinned)" if record.pinned else "") + (" (replayed)" if record.replayed else "")
     return (
-        f"| {status} | `{record.model}` | {record.prompt_tokens}+{record.completion_tokens} | "
+        f"| {status} | `{record.model}` | {tokens_text(record.prompt_tokens + record.completion_tokens)} | "
         f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
         f"{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
     )
@@ -131,9 +132,10 @@ class SubcallView:
         name = ("rlm_query" if self.kind == "rlm" else "llm_query") + ("_batched" if self.batched else "")
         model = self.records[0].model if self.records else ""
         cost = None if any(r.cost_usd is None for r in self.records) else sum(r.cost_usd or 0 for r in self.records)
+        known = sum(r.cost_usd or 0 for r in self.records)
         tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.records)
         failed = (f", {errors} failed" if errors else "") + (f", {cancelled} cancelled" if cancelled else "")
-        return f"{name} → {model}: {done} of {len(self.records)} done{failed} · {tokens:,} tok · {_cost(cost)}"
+        return f"{name} → {model}: {done} of {len(self.records)} done{failed} · {tokens_text(tokens)} · {_cost(cost, known)}"
 
     def markdown(self) -> str:
         rows = "\n".join(record_markdown(r) for r in self.records[:MD_ROWS])
