@@ -25,7 +25,6 @@ from labdriver import (
     CELLS,
     cell_by_id,
     code_cell,
-    fresh_kernels,  # noqa: F401 - a fixture
     open_notebook,
     rlm_magic,
     screenshot,
