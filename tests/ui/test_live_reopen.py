@@ -96,7 +96,8 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     batch = cell_by_id(page, batch_id)
     expect(batch.locator(".rlm-badge")).to_have_text("RLM")
     reopened = batch.locator(".rlm-subcall-widget")
-    expect(reopened).to_have_count(1, timeout=15_000)
+    batch.scroll_into_view_if_needed()  # a windowed notebook renders a cell's outputs once it is in view
+    expect(reopened).to_have_count(1, timeout=30_000)
     expect(reopened).to_contain_text(f"{BATCH} of {BATCH} done")
     expect(reopened.locator(".rlm-sc-row[data-status='done']")).to_have_count(BATCH)
     expect(reopened.locator(".widget-progress, progress, .progress-bar").first).to_be_attached()

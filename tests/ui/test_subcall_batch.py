@@ -328,6 +328,9 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
         for width in (1400, 760):
             page.set_viewport_size({"width": width, "height": 900})
             page.wait_for_timeout(300)
+            # a resize may redraw the window of rows: bring the pinned row back into it
+            scroller.evaluate("el => { el.scrollTop = 12 * 26; }")
+            expect(widget.locator(".rlm-sc-row .rlm-sc-flag.rlm-sc-pinned")).to_be_visible()
             heights = _row_heights(widget)
             assert set(heights["rows"]) == {ROW_HEIGHT}, (width, heights)
             assert heights["flags"] >= 1 and heights["flagsOutside"] == 0, (width, heights)
