@@ -84,12 +84,12 @@ def test_defaults_come_from_the_environment_then_the_option_they_follow() -> Non
 def test_the_query_cell_writes_what_is_not_default_and_reads_it_back() -> None:
     opts = resolve({"model": "openai/root", "sub_model": "openai/sub", "api_base": "http://h/v1",
                     "max_iterations": 5, "cell_timeout": 30.0, "max_cost": 0.25, "no_network_in_code": True,
-                    "api_key": "sk-secret-0000000000000000"}, environ={})
+                    "api_key": "test-secret-value-0043"}, environ={})
     source = query_cell_source(opts, "How many?\nReally.")
     first = source.splitlines()[0]
     assert first == ("%%rlm --model openai/root --sub-model openai/sub --api-base http://h/v1 "
                      "--max-iterations 5 --max-cost 0.25 --cell-timeout 30 --no-network-in-code")
-    assert "secret" not in source
+    assert "test-secret" not in source
     query, given = parse_query_cell(source)
     assert query == "How many?\nReally."
     assert given == non_defaults(opts)
@@ -109,10 +109,10 @@ def test_parsing_a_query_cell_leaves_out_other_flags_and_refuses_bad_values() ->
 
 
 def test_secrets_never_show() -> None:
-    opts = resolve({"model": "openai/x", "api_key": "sk-abcdefghijklmnop1234"}, environ={})
-    assert "sk-abc" not in repr(opts)
+    opts = resolve({"model": "openai/x", "api_key": "test-secret-value-0042"}, environ={})
+    assert "test-secret" not in repr(opts)
     assert "api_key" not in non_defaults(opts)
-    assert "sk-abc" not in repr(RLM(model="openai/x", api_key="sk-abcdefghijklmnop1234", check=False))
+    assert "test-secret" not in repr(RLM(model="openai/x", api_key="test-secret-value-0042", check=False))
 
 
 @pytest.mark.parametrize("name, value, message", [

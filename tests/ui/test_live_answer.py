@@ -5,16 +5,7 @@ output; a run that ends without an answer is not styled as an answer."""
 from __future__ import annotations
 
 import pytest
-from labdriver import (
-    CELLS,
-    code_cell,
-    open_notebook,
-    rlm_magic,
-    screenshot,
-    start_cell,
-    wait_cell_executed,
-    wait_cell_idle,
-)
+from labdriver import CELLS, open_run_notebook, rlm_magic, screenshot, start_cell, wait_cell_idle
 from playwright.sync_api import Page, expect
 
 from rlm_kernel.testing.server import Script, ScriptedServer
@@ -29,15 +20,8 @@ UNANSWERED = ["```repl\nx = 1\n```", "```repl\nx = 2\n```"]
 def _run(page: Page, lab_server, name: str, script: list[str], *options: str) -> None:
     server = ScriptedServer(Script(root=script)).start()
     try:
-        path = lab_server.write_notebook(
-            f"{name}.ipynb",
-            [code_cell("context = 'verse ' * 1000", "ctx"),
-             code_cell(f"{rlm_magic(server.url, *options)}\nList the first three verses.", "ask")],
-            kernel="rlm",
-        )
-        open_notebook(page, lab_server, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
+        open_run_notebook(page, lab_server, f"{name}.ipynb", "context = 'verse ' * 1000",
+                          f"{rlm_magic(server.url, *options)}\nList the first three verses.")
         start_cell(page, "ask")
         wait_cell_idle(page, "ask", timeout=90_000)
     finally:
