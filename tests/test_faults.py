@@ -172,7 +172,11 @@ def test_subcalls_failing_for_good_reach_the_code_and_are_never_charged(faulty_s
 def test_a_faulted_request_does_not_use_up_a_scripted_reply(faulty_server, make_rlm):
     faults = Faults(rate=0.5, seed=4, kinds=["503", "reset"], models=["root-model"])  # the first draw faults
     srv = faulty_server([repl("print('step one')"), "FINAL(two)"], faults)
-    result = make_rlm(srv, max_retries=8).completion("ctx", "q")
+    # Whole replies: after a TCP reset, litellm's aiohttp transport repeats the
+    # request itself and may then drop the repeated *stream* (the reply the
+    # server sent is lost, and this script would run out); the injector is what
+    # this test is about.
+    result = make_rlm(srv, max_retries=8, no_stream=True).completion("ctx", "q")
     assert result.reason == "final" and result.answer == "two"
     assert cell_text(cells_by_role(result.notebook, "code")[0]) == "step one\n"
     assert sum(srv.fault_counts("root-model").values()) >= 1

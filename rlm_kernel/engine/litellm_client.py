@@ -10,8 +10,9 @@ from typing import Any
 
 from . import json_steps
 from .litellm_setup import load_litellm
-from .model_client import Completion, ModelCallError, ModelClient, ModelEndpoint
+from .model_client import Completion, ModelCallError, ModelClient, ModelEndpoint, StreamListener
 from .providers import MalformedReply, classify, provider_key_present
+from .streamed import Streamed
 
 
 def call_kwargs(endpoint: ModelEndpoint) -> dict[str, Any]:
@@ -49,7 +50,8 @@ class LiteLLMClient(ModelClient):
         self.extra_kwargs = extra_kwargs or {}
 
     async def complete(self, endpoint: ModelEndpoint, messages: list[dict[str, Any]], *,
-                       deadline: float | None = None, **kwargs: Any) -> Completion:
+                       deadline: float | None = None, listener: StreamListener | None = None,
+                       **kwargs: Any) -> Completion:
         litellm = load_litellm()
         call = {
             **self._call_kwargs(endpoint),
@@ -59,6 +61,9 @@ class LiteLLMClient(ModelClient):
             **self.extra_kwargs,
             **kwargs,
         }
+        streaming = listener is not None and not endpoint.json_steps  # a JSON step is read whole
+        if streaming:
+            call.update(stream=True, stream_options={"include_usage": True})
         attempt = 0
         started = time.monotonic()
         while True:
@@ -68,15 +73,21 @@ class LiteLLMClient(ModelClient):
                 if remaining <= 0:
                     raise ModelCallError("the run's time limit was reached during a model call", False, attempt)
                 call["timeout"] = min(self.request_timeout, remaining)
+            streamed = Streamed(listener) if streaming else None
             try:
                 response = await self._attempt(call, deadline)
+                if streamed is not None:
+                    response = await streamed.collect(litellm, response, messages, deadline)
                 text, reasoning, blocks = _reply_parts(response)
                 if endpoint.json_steps:
                     text = json_steps.step_text(text)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, ModelCallError):
                 raise
             except Exception as error:  # noqa: BLE001 - classified below
                 retryable, message, wait = self._classify(error, endpoint)
+                if streamed is not None and streamed.started and listener is not None:
+                    if not listener.broken(message):  # what came is kept: the reply ends where it broke
+                        return self._partial(litellm, endpoint, messages, streamed, message, started, attempt)
                 if not retryable or attempt > self.max_retries:
                     suffix = f" after {attempt} attempts" if attempt > 1 else ""
                     raise ModelCallError(f"{message}{suffix}", retryable, attempt) from None
@@ -97,7 +108,21 @@ class LiteLLMClient(ModelClient):
                 reasoning=reasoning,
                 thinking_blocks=blocks,
                 deployment=self._deployment(response),
+                first_token_s=streamed.first_token_s if streamed is not None else None,
             )
+
+    def _partial(self, litellm: Any, endpoint: ModelEndpoint, messages: list[dict[str, Any]],
+                 streamed: Streamed, message: str, started: float, attempt: int) -> Completion:
+        """A reply kept as far as it came: the server sent no usage, so the
+        tokens are counted here (litellm's counter) and the price is unknown."""
+        text, reasoning = streamed.text, streamed.reasoning
+        return Completion(
+            text=text, model=endpoint.model,
+            prompt_tokens=_count(litellm, endpoint.model, messages=messages),
+            completion_tokens=_count(litellm, endpoint.model, text=text + reasoning),
+            cost_usd=None, latency_s=time.monotonic() - started, attempts=attempt,
+            reasoning=reasoning or None, broken_off=message, first_token_s=streamed.first_token_s,
+        )
 
     # -- what a client that sends calls elsewhere (a Router) changes ---------------
     def _call_kwargs(self, endpoint: ModelEndpoint) -> dict[str, Any]:
@@ -140,6 +165,14 @@ def _reply_parts(response: Any) -> tuple[str, str | None, list[dict[str, Any]] |
     blocks = getattr(message, "thinking_blocks", None)
     plain = [dict(b) if isinstance(b, dict) else dict(getattr(b, "__dict__", {})) for b in blocks or []]
     return content or "", reasoning if isinstance(reasoning, str) else None, plain or None
+
+
+def _count(litellm: Any, model: str, **what: Any) -> int:
+    try:
+        return int(litellm.token_counter(model=model, **what))
+    except Exception:
+        text = what.get("text") or "".join(str(m.get("content", "")) for m in what.get("messages") or [])
+        return len(text) // 4
 
 
 _UNPRICED: set[str] = set()

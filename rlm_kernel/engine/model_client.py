@@ -37,6 +37,20 @@ class Completion:
     reasoning: str | None = None  # the provider's reasoning field (reasoning_content), apart from the reply
     thinking_blocks: list[dict[str, Any]] | None = None  # Anthropic-style thinking blocks, as plain dicts
     deployment: dict[str, str] | None = None  # which deployment of a Router's answered (id, api_base)
+    broken_off: str | None = None  # a streamed reply that broke off and was kept as far as it came: why
+    first_token_s: float | None = None  # streamed: seconds from the request to the first token
+
+
+class StreamListener:
+    """Hears a streamed reply as it is written (on the engine loop)."""
+
+    def delta(self, content: str, reasoning: str) -> None:
+        """More of the reply: its content, and the provider's reasoning field."""
+
+    def broken(self, message: str) -> bool:
+        """The stream broke off. True: forget what came and let the call be
+        retried; False: keep it, and end the reply where it broke."""
+        return True
 
 
 class ModelCallError(Exception):
@@ -53,10 +67,12 @@ class ModelClient:
     the engine loop; it must allow many calls at once."""
 
     async def complete(self, endpoint: ModelEndpoint, messages: list[dict[str, Any]], *,
-                       deadline: float | None = None, **kwargs: Any) -> Completion:
+                       deadline: float | None = None, listener: StreamListener | None = None,
+                       **kwargs: Any) -> Completion:
         """The model's reply; ``deadline`` (``time.monotonic()``) bounds the
-        call and its retries. Raises :class:`ModelCallError`."""
+        call and its retries; with a ``listener`` the reply is streamed to it.
+        Raises :class:`ModelCallError`."""
         raise NotImplementedError
 
 
-__all__ = ["Completion", "ModelCallError", "ModelClient", "ModelEndpoint"]
+__all__ = ["Completion", "ModelCallError", "ModelClient", "ModelEndpoint", "StreamListener"]

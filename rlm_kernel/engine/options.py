@@ -121,6 +121,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("no_network_in_code", "flag", False,
            "refuse network access and new processes to generated code (a guard, not a sandbox)",
            group="trust", limit=True),
+    Option("no_stream", "flag", False,
+           "read each root reply whole instead of streaming it (streamed: cells appear as the model writes "
+           "and a code block runs once its closing fence arrives)", group="calls"),
     Option("max_retries", "whole", 4, "retries of a failed model call (default 4)", group="calls", flag=False),
     Option("retry_base_delay", "real", 0.5, "seconds before the first retry, doubled each time (default 0.5)",
            group="calls", flag=False),

@@ -29,6 +29,7 @@ from .namespace import Entries
 from .options import query_cell_source
 from .protocol import parse_reply
 from .replay import ReplayBook, ReplayCursor
+from .reply_stream import ReplyStream, WholeReply, learn
 from .result import RunResult
 from .sink import Sink
 from .step import Stop, run_cell, take_step
@@ -96,7 +97,8 @@ class Run:
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.helpers = SubcallHelpers(self)
         self.entries = Entries(self)
-        self.root_usage: dict[str, Any] | None = None  # the last root call's, for its step's first cell
+        self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
+        self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
         self._cell_subcalls: list[SubcallRecord] | None = None
         self._last_status = 0.0
         self._task: asyncio.Task[Any] | None = None
@@ -174,6 +176,7 @@ class Run:
             "subcalls_running": self.tree.subcalls_running, "subcalls_queued": self.tree.subcalls_queued,
             "tokens": budget.ledger.tokens, "cost_usd": budget.ledger.cost_usd,
             "known_cost_usd": budget.ledger.known_cost, "elapsed_s": round(time.monotonic() - self.started, 2),
+            "root": self.root_phase() if state == "running" else None,
         }
 
     def report_status(self, force: bool = False) -> None:
@@ -218,10 +221,15 @@ class Run:
             for iteration in range(self.first_step, options.max_iterations + 1):
                 self.check_stop()  # before counting the step: a budget hit here means it never started
                 self.iteration = iteration
-                self.report_status(force=True)
-                completion = await self._root_call(messages)
-                reply = parse_reply(completion.text, completion.reasoning, completion.thinking_blocks)
-                feedback, final = await take_step(self, iteration, reply)
+                self.root_usage = None
+                source = await self._ask(messages, iteration)
+                try:
+                    feedback, final = await take_step(self, iteration, source)
+                finally:
+                    source.close()
+                    self.reply_source = None
+                reply = source.reply
+                assert reply is not None
                 if final is not None:
                     answer_var, answer = final
                     reason = "final"
@@ -263,11 +271,45 @@ class Run:
         if problem is not None:
             raise Stop(problem.reason, str(problem))
 
-    async def _root_call(self, messages: list[dict[str, Any]]) -> Completion:
+    async def _ask(self, messages: list[dict[str, Any]], step: int) -> WholeReply | ReplyStream:
+        """Start the step's root call: streamed (its reply read as it comes,
+        the call going on while the step runs its code) or whole. The status
+        ticks every second until the reply has ended."""
+        self.reply_source = source = ReplyStream(self, step, early=self.approver is None)
+        ticker = asyncio.ensure_future(self._tick())
+        if not self.tree.options.no_stream and not self.endpoint.json_steps:
+            call = asyncio.ensure_future(self._root_call(messages, source))
+            call.add_done_callback(lambda _: ticker.cancel())
+            source.attach(call)
+            return source
+        try:
+            completion = await self._root_call(messages)
+        finally:
+            ticker.cancel()
+        whole = WholeReply(parse_reply(completion.text, completion.reasoning, completion.thinking_blocks))
+        learn(self.endpoint.model, whole.reply)
+        self.reply_source = whole
+        return whole
+
+    async def _tick(self) -> None:
+        while True:
+            self.report_status(force=True)
+            await asyncio.sleep(1.0)
+
+    def root_phase(self) -> dict[str, Any] | None:
+        """While the root call of the step runs: "thinking" (no token yet) or
+        "writing", since when, how much."""
+        source = self.reply_source
+        if not isinstance(source, ReplyStream) or (source.completion is not None):
+            return None
+        return source.figures()
+
+    async def _root_call(self, messages: list[dict[str, Any]], listener: ReplyStream | None = None) -> Completion:
         tree = self.tree
         try:
             async with tree.slots():
-                completion = await tree.client.complete(self.endpoint, messages, deadline=tree.budget.deadline)
+                completion = await tree.client.complete(self.endpoint, messages, deadline=tree.budget.deadline,
+                                                        listener=listener)
         except ModelCallError as failure:
             problem = tree.budget.exhausted()
             if problem is not None:

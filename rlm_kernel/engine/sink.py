@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
+    from .reply_stream import ReplyProgress
     from .result import RunResult
     from .run import Run
     from .subcalls import SubcallRecord
@@ -39,6 +40,13 @@ class Sink:
 
     def cell_edited(self, run: Run, cell: NotebookNode) -> None:
         """A person changed the cell's source before it ran (an approval edit)."""
+
+    def cell_updated(self, run: Run, cell: NotebookNode) -> None:
+        """The cell's metadata changed after it was added (a streamed step's
+        first cell gets the root call's usage once the reply has ended)."""
+
+    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+        """A streaming root reply got further: its draft cells, its size."""
 
     def subcall(self, run: Run, record: SubcallRecord) -> None:
         """A sub-call was made or changed state."""
@@ -80,6 +88,8 @@ class MultiSink(Sink):
     cell_started = _to_each("cell_started")
     cell_finished = _to_each("cell_finished")
     cell_edited = _to_each("cell_edited")
+    cell_updated = _to_each("cell_updated")
+    reply_progress = _to_each("reply_progress")
     subcall = _to_each("subcall")
     subcalls_started = _to_each("subcalls_started")
     subcalls_finished = _to_each("subcalls_finished")

@@ -16,9 +16,10 @@ from . import trajectory
 from .execution import CellResult
 from .guard import run_guarded
 from .namespace import Final
-from .protocol import ParsedReply, cell_feedback
+from .protocol import cell_feedback
 
 if TYPE_CHECKING:
+    from .reply_stream import ReplyStream, WholeReply
     from .run import Run
 
 NO_CODE = ("Your reply had no ```repl code block and no FINAL(...) or FINAL_VAR(...) line. "
@@ -32,16 +33,18 @@ class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
         self.message = message
 
 
-async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final | None]:
-    """Write the reply's cells, run its code; return the feedback and the answer if final."""
-    cells = _Cells(run, step)
+async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[str, Final | None]:
+    """Write the reply's cells, run its code; return the feedback and the
+    answer if final. ``source`` gives the reply's segments as they settle
+    (``reply_stream.py``); the protocol's rules read the whole reply."""
+    cells = _Cells(run, step, source)
     entries = run.entries
     feedback: list[str] = []
     notes: list[str] = []
     ran = 0
     unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
     entries.given = None
-    for segment in reply.segments:
+    async for segment in source.segments():
         if segment.kind == "thinking":
             cells.thinking.append(segment.text)
             continue
@@ -87,9 +90,13 @@ async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final
             notes.append(note)
         if found is not None and entries.given is None:
             entries.given = found
+    reply = source.reply
+    assert reply is not None
     cells.flush()
     if not reply.segments:
-        run.add_cell(trajectory.thought_cell(run.run_id, step, "*(empty reply)*", root_call=cells.usage))
+        cells.empty()
+    cells.settle_usage()
+    notes.extend(source.notes)
     final = entries.given
     marker = reply.final
     if final is None and marker is not None:
@@ -110,29 +117,52 @@ async def take_step(run: Run, step: int, reply: ParsedReply) -> tuple[str, Final
 
 class _Cells:
     """The step's cells as they are written: the step's first cell carries
-    the root call's usage; thinking waits for the prose after it."""
+    the root call's usage (known once the reply has ended, so a streamed
+    step's first cell gets it then); thinking waits for the prose after it;
+    ids come from the reply's source (a streamed cell keeps its draft's)."""
 
-    def __init__(self, run: Run, step: int) -> None:
-        self.run, self.step = run, step
-        self.usage = run.root_usage
+    def __init__(self, run: Run, step: int, source: WholeReply | ReplyStream) -> None:
+        self.run, self.step, self.source = run, step, source
         self.thinking: list[str] = []
+        self.made: list[NotebookNode] = []
+
+    def _usage(self) -> dict[str, object] | None:
+        return self.run.root_usage if not self.made else None
+
+    def _id(self, kind: str) -> str | None:
+        return self.source.cell_id(len(self.made), kind)
 
     def thought(self, text: str) -> None:
         thinking = "\n\n".join(t for t in self.thinking if t) or None
         self.thinking.clear()
         if text or thinking:
-            self.run.add_cell(trajectory.thought_cell(self.run.run_id, self.step, text, thinking,
-                                                      root_call=self.usage))
-            self.usage = None
+            self._add(trajectory.thought_cell(self.run.run_id, self.step, text, thinking, cell_id=self._id("thought"),
+                                              root_call=self._usage()))
+
+    def empty(self) -> None:
+        self._add(trajectory.thought_cell(self.run.run_id, self.step, "*(empty reply)*", cell_id=self._id("thought"),
+                                          root_call=self._usage()))
+
+    def _add(self, cell: NotebookNode) -> None:
+        self.made.append(cell)
+        self.run.add_cell(cell)
 
     def flush(self) -> None:
         if self.thinking:
             self.thought("")
 
     def code(self, source: str) -> NotebookNode:
-        cell = trajectory.code_cell(self.run.run_id, self.step, source, root_call=self.usage)
-        self.usage = None
+        cell = trajectory.code_cell(self.run.run_id, self.step, source, cell_id=self._id("code"),
+                                    root_call=self._usage())
+        self.made.append(cell)
         return cell
+
+    def settle_usage(self) -> None:
+        """The reply has ended: its first cell gets the root call's usage."""
+        usage = self.run.root_usage
+        if self.made and usage is not None and self.made[0].metadata["rlm"].get("root_call") is None:
+            self.made[0].metadata["rlm"]["root_call"] = usage
+            self.run.sink.cell_updated(self.run, self.made[0])
 
 
 def _stop_after(run: Run, result: CellResult) -> None:

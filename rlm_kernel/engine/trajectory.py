@@ -29,14 +29,19 @@ def query_cell(run_id: str, source: str) -> NotebookNode:
     return nbformat.v4.new_code_cell(source, id=new_cell_id(), metadata=_meta(run_id, 0, "query"))
 
 
-def thought_cell(run_id: str, step: int, text: str, thinking: str | None = None, **extra: Any) -> NotebookNode:
+def thought_cell(run_id: str, step: int, text: str, thinking: str | None = None, *, cell_id: str | None = None,
+                 **extra: Any) -> NotebookNode:
     """The model's prose; its thinking (if any) folded above it and kept whole
     in ``metadata.rlm.thinking``."""
-    source = text
-    if thinking:
-        source = thinking_block(thinking) + (f"\n\n{text}" if text else "")
-    return nbformat.v4.new_markdown_cell(source, id=new_cell_id(),
+    return nbformat.v4.new_markdown_cell(thought_source(text, thinking), id=cell_id or new_cell_id(),
                                          metadata=_meta(run_id, step, "thought", thinking=thinking or None, **extra))
+
+
+def thought_source(text: str, thinking: str | None = None) -> str:
+    """A thought cell's source: the thinking folded above the prose."""
+    if not thinking:
+        return text
+    return thinking_block(thinking) + (f"\n\n{text}" if text else "")
 
 
 def thinking_block(thinking: str) -> str:
@@ -45,8 +50,8 @@ def thinking_block(thinking: str) -> str:
     return f"{THINKING_OPEN}\n\n{body}\n\n</details>"
 
 
-def code_cell(run_id: str, step: int, code: str, **extra: Any) -> NotebookNode:
-    return nbformat.v4.new_code_cell(code, id=new_cell_id(), metadata=_meta(run_id, step, "code", **extra))
+def code_cell(run_id: str, step: int, code: str, *, cell_id: str | None = None, **extra: Any) -> NotebookNode:
+    return nbformat.v4.new_code_cell(code, id=cell_id or new_cell_id(), metadata=_meta(run_id, step, "code", **extra))
 
 
 def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reason: str) -> NotebookNode:

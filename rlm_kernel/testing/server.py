@@ -14,17 +14,19 @@ so a test can check the client's ledger against it.
 from __future__ import annotations
 
 import json
-import random
+import re
 import socket
 import struct
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .faults import FAULT_KINDS, Faults  # noqa: F401 - also read from here
 
 
 @dataclass
@@ -43,55 +45,33 @@ class Reply:
     empty_choices: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Streaming like a real model (when the request has "stream": true):
+    # the first token after ``ttft`` seconds, then ``tokens_per_s`` tokens a
+    # second (None: all at once), the reasoning first. ``break_after`` chars of
+    # content streamed, the connection drops (no terminating chunk);
+    # ``no_done`` ends the stream cleanly but without ``data: [DONE]``.
+    ttft: float = 0.0
+    tokens_per_s: float | None = None
+    break_after: int | None = None
+    no_done: bool = False
+
+    def generation_s(self) -> float:
+        """How long writing the reply takes: ttft, then every token at ``tokens_per_s``."""
+        if not self.tokens_per_s:
+            return self.ttft
+        count = len(tokens(self.reasoning or "")) + len(tokens(self.text or ""))
+        return self.ttft + count / self.tokens_per_s
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
 
-FAULT_KINDS = (
-    "429",  # rate-limited, no Retry-After
-    "429-retry-after",  # rate-limited with Retry-After: Faults.retry_after
-    "500",
-    "503",
-    "timeout",  # holds the request for Faults.hang seconds, then closes without an answer
-    "reset",  # closes the connection with a TCP reset, no answer
-    "truncated",  # a 200 whose body stops half-way (the connection closes early)
-    "malformed",  # a 200 whose body is cut JSON (Content-Length matches it)
-    "empty-choices",  # a 200 completion with "choices": [] (usage still sent)
-)
+_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
 
 
-@dataclass
-class Faults:
-    """Inject ``kinds`` of faults into a ``rate`` share of requests, drawn
-    from a generator seeded with ``seed`` (the same seed gives the same
-    sequence of draws; which request gets which draw follows arrival order).
-    ``models`` limits the faults to requests for those model names."""
-
-    rate: float = 0.1
-    seed: int = 0
-    kinds: Sequence[str] = FAULT_KINDS
-    models: Collection[str] | None = None
-    retry_after: float = 0.05
-    hang: float = 5.0
-
-    def __post_init__(self) -> None:
-        unknown = [k for k in self.kinds if k not in FAULT_KINDS]
-        if unknown or not self.kinds:
-            raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(FAULT_KINDS)}")
-        if not 0.0 <= self.rate <= 1.0:
-            raise ValueError(f"the fault rate must be between 0 and 1, got {self.rate!r}")
-        self.kinds = tuple(self.kinds)
-        self._rng = random.Random(self.seed)
-        self._lock = threading.Lock()
-
-    def draw(self, model: str | None) -> str | None:
-        """The fault for the next request for ``model`` (None: answer it)."""
-        if self.models is not None and model not in self.models:
-            return None
-        with self._lock:
-            if self._rng.random() >= self.rate:
-                return None
-            return self._rng.choice(self.kinds)
+def tokens(text: str) -> list[str]:
+    """``text`` cut into pieces of about a token each (up to 4 characters
+    and the spaces before them), as a streaming server sends them."""
+    return _TOKEN.findall(text)
 
 
 def prompt_text(body: dict[str, Any]) -> str:
@@ -135,7 +115,7 @@ class Script:
         self.default_root = default_root
 
     def __call__(self, body: dict[str, Any]) -> Reply | str:
-        if body.get("model") in self.root_models:
+        if str(body.get("model", "")).startswith(self.root_models):  # "root-model", "root-model-2", ...
             with self._lock:
                 item = self._root.pop(0) if self._root else self.default_root
             return item(body) if callable(item) else item
@@ -187,10 +167,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             completion = self._completion(body, reply)
             if body.get("stream"):
-                self._send_stream(body, reply)
+                whole = self._send_stream(body, reply, completion)
             else:
+                owner._stopped.wait(reply.generation_s())
                 self._send_json(200, completion, reply.headers)
-            if not reply.empty_choices:
+                whole = True
+            if whole and not reply.empty_choices:
                 owner._answered(body, completion["usage"])
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up on this request
@@ -254,21 +236,58 @@ class _Handler(BaseHTTPRequestHandler):
             },
         }
 
-    def _send_stream(self, body: dict[str, Any], reply: Reply) -> None:
-        full = self._completion(body, reply)
-        delta: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
-        if reply.reasoning is not None:
-            delta["reasoning_content"] = reply.reasoning
-        chunks = [
-            {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
-             "model": full["model"], "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
-             "model": full["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-             "usage": full["usage"]},
-        ]
-        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-        data += b"data: [DONE]\n\n"
-        self._send_raw(200, data, {"Content-Type": "text/event-stream"})
+    def _send_stream(self, body: dict[str, Any], reply: Reply, full: dict[str, Any]) -> bool:
+        """Server-sent events, chunked, paced like a model writing: reasoning
+        deltas, then content deltas, a finish chunk, the usage chunk when the
+        request asked for it (``stream_options.include_usage``), ``[DONE]``.
+        False when the stream was broken off (``Reply.break_after``)."""
+        head = {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
+                "model": full["model"]}
+        self.send_response(200)
+        for key, value in {"Content-Type": "text/event-stream", **reply.headers}.items():
+            self.send_header(key, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        stopped = self.server.owner._stopped
+        started = time.monotonic()
+        if reply.ttft:
+            stopped.wait(reply.ttft)
+        pieces = [("reasoning_content", t) for t in tokens(reply.reasoning or "")]
+        pieces += [("content", t) for t in tokens(reply.text or "")] or [("content", "")]
+        if reply.empty_choices:  # only the usage comes
+            self._event({**head, "choices": [], "usage": full["usage"]})
+            self._write_chunk(b"data: [DONE]\n\n")
+            self._write_chunk(b"")
+            return True
+        content_sent = 0
+        for index, (name, piece) in enumerate(pieces):
+            if reply.break_after is not None and name == "content" and content_sent >= reply.break_after:
+                self._hang_up()
+                return False
+            delta = {"role": "assistant", name: piece} if index == 0 else {name: piece}
+            self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            content_sent += len(piece) if name == "content" else 0
+            if reply.tokens_per_s:
+                wait = started + reply.ttft + (index + 1) / reply.tokens_per_s - time.monotonic()
+                if wait > 0:
+                    stopped.wait(wait)
+        if reply.break_after is not None:
+            self._hang_up()
+            return False
+        self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self._event({**head, "choices": [], "usage": full["usage"]})
+        if not reply.no_done:
+            self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")  # the chunked body's end
+        return True
+
+    def _event(self, payload: dict[str, Any]) -> None:
+        self._write_chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(payload).encode(), headers)
