@@ -39,6 +39,8 @@ def _parser() -> Any:
     run.add_argument("-o", "--output", help="trajectory notebook to write (default: rlm-run-<time>.ipynb)")
     run.add_argument("--json", action="store_true", help="print one JSON object with the result")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    run.add_argument("--verbose", action="store_true",
+                     help="write each root reply on stderr as the model writes it (default: a progress line)")
     run.add_argument("--approve", action="store_true",
                      help="ask on the terminal before each generated code cell runs (run, edit, skip, stop)")
     resume = run.add_argument_group("resuming a saved run")
@@ -172,7 +174,7 @@ def _run(args: Any) -> int:
     rlm = RLM(**options.given(args))
     loaded = load_context(args.context, encoding=args.encoding)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
-    sink = None if args.quiet else ConsoleSink(sys.stderr)
+    sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
     result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
                             approver=_approver(args))
     return _report(args, result)
@@ -209,7 +211,7 @@ def _resume(args: Any) -> int:
     rlm = RLM(**{**saved.options, **options.given(args)})
     stem = Path(args.resume)
     output = args.output or str(stem.with_name(f"{stem.stem}-resumed-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))
-    sink = None if args.quiet else ConsoleSink(sys.stderr)
+    sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
     result = rlm.resume(args.resume, from_cell=saved.upto, output=output, context=args.context or None,
                         encoding=args.encoding, replay=not args.no_replay, drop_old=args.drop_old, sink=sink,
                         approver=_approver(args))

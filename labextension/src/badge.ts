@@ -23,6 +23,7 @@ interface IRlmMetadata {
   step?: unknown;
   superseded?: unknown;
   subcalls?: unknown;
+  draft?: unknown;
 }
 
 /** A person pinned an edited sub-call response in this cell. */
@@ -94,7 +95,8 @@ function decorate(cell: Cell): void {
     meta.step,
     meta.run_id,
     meta.superseded,
-    hasPin(meta)
+    hasPin(meta),
+    meta.draft
   ]);
   if (decorated.get(cell) === key) {
     return;
@@ -110,6 +112,8 @@ function decorate(cell: Cell): void {
   cell.toggleClass(ENDED_CELL_CLASS, ended);
   cell.toggleClass('rlm-superseded-cell', meta.superseded === true);
   cell.toggleClass('rlm-pinned-cell', hasPin(meta));
+  // A cell of a streaming reply that the model is still writing.
+  cell.toggleClass('rlm-draft-cell', meta.draft === true);
 
   let badge = cell.node.querySelector<HTMLElement>(`:scope > .${BADGE_CLASS}`);
   if (!isAgent) {
@@ -124,7 +128,8 @@ function decorate(cell: Cell): void {
   // Each state on a line of its own, so the badge stays inside the column.
   const states = [
     ...(meta.superseded === true ? ['superseded'] : []),
-    ...(hasPin(meta) ? ['pinned'] : [])
+    ...(hasPin(meta) ? ['pinned'] : []),
+    ...(meta.draft === true ? ['writing'] : [])
   ];
   badge.textContent = ended ? 'RLM ended' : role === 'answer' ? 'RLM answer' : 'RLM';
   for (const state of states) {
@@ -147,6 +152,9 @@ function decorate(cell: Cell): void {
   }
   if (meta.superseded === true) {
     details.push('superseded by a later continuation');
+  }
+  if (meta.draft === true) {
+    details.push('the model is still writing it');
   }
   badge.title = `Written by the RLM root model (${details.join(', ')})`;
 }

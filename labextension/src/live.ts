@@ -6,22 +6,28 @@ import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 import type { INotebookModel, Notebook } from '@jupyterlab/notebook';
 import type { KernelMessage } from '@jupyterlab/services';
+import type { JSONObject } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 import { type ISignal, Signal } from '@lumino/signaling';
 
 import {
   cellById,
+  cellIndex,
   codeCellById,
   insertCellAfter,
   mergeRlmMetadata,
   type NewCell,
   untracked
 } from './cells';
+import { RunFollower } from './follow';
+import { asDict } from './json';
 import type { ILiveHandler } from './link';
 import type {
   ICellFinished,
   ICellStarted,
+  ICellText,
   IInsertCell,
+  IRemoveCells,
   IResync,
   IRunEnded,
   IRunStarted,
@@ -48,6 +54,7 @@ export class LiveNotebook
     private readonly views: () => Notebook[]
   ) {
     this.router = new OutputRouter(cellId => codeCellById(this.model, cellId));
+    this.follower = new RunFollower(views);
   }
 
   get statusChanged(): ISignal<this, void> {
@@ -71,6 +78,7 @@ export class LiveNotebook
       return;
     }
     this.disposed = true;
+    this.follower.dispose();
     Signal.clearData(this);
   }
 
@@ -94,6 +102,10 @@ export class LiveNotebook
         return this.runStarted(op);
       case 'insert_cell':
         return this.insertCell(op);
+      case 'cell_text':
+        return this.cellText(op);
+      case 'remove_cells':
+        return this.removeCells(op);
       case 'cell_started':
         return this.cellStarted(op);
       case 'cell_finished':
@@ -119,6 +131,7 @@ export class LiveNotebook
   private runStarted(op: IRunStarted): void {
     const run = this.run(op.run_id);
     run.anchorCellId = op.anchor_cell_id;
+    this.follower.start();
     this.setStatus({
       protocol: op.protocol,
       op: 'status',
@@ -146,7 +159,62 @@ export class LiveNotebook
     this.retryPending();
   }
 
+  /**
+   * A cell already here (a streamed step's draft becoming its cell, or a
+   * cell announced again with its final metadata) is updated in place.
+   */
+  private updateCell(op: IInsertCell): boolean {
+    const existing = cellById(this.model, op.cell.id);
+    if (!existing) {
+      return false;
+    }
+    if (existing.type !== op.cell.cell_type) {
+      // A draft that turned out to be another kind of cell: replaced.
+      this.deleteCell(op.cell.id);
+      return false;
+    }
+    const source = joinSource(op.cell.source);
+    if (existing.sharedModel.getSource() !== source) {
+      existing.sharedModel.setSource(source);
+      this.rerender(op.cell.id);
+    }
+    const rlm = asDict(op.cell.metadata?.rlm);
+    if (rlm) {
+      untracked(this.model, () => existing.setMetadata('rlm', rlm as JSONObject));
+    }
+    this.follower.newest(op.cell.id);
+    return true;
+  }
+
+  private cellText(op: ICellText): void {
+    const cell = cellById(this.model, op.cell_id);
+    if (cell && cell.sharedModel.getSource() !== op.source) {
+      cell.sharedModel.setSource(op.source);
+      this.rerender(op.cell_id);
+      this.follower.newest(op.cell_id);
+    }
+  }
+
+  private removeCells(op: IRemoveCells): void {
+    for (const cellId of op.cell_ids) {
+      const cell = cellById(this.model, cellId);
+      if (cell && asDict(cell.getMetadata('rlm'))?.draft === true) {
+        this.deleteCell(cellId);
+      }
+    }
+  }
+
+  private deleteCell(cellId: string): void {
+    const index = cellIndex(this.model, cellId);
+    if (index >= 0) {
+      this.model.sharedModel.deleteCell(index);
+    }
+  }
+
   private tryInsert(op: IInsertCell): boolean {
+    if (this.updateCell(op)) {
+      return true;
+    }
     const run = this.run(op.run_id);
     const cell: NewCell = { ...op.cell, source: joinSource(op.cell.source) };
     if (cell.cell_type === 'code') {
@@ -164,6 +232,7 @@ export class LiveNotebook
     if (isMarkdownCellModel(inserted)) {
       this.showRendered(inserted.id);
     }
+    this.follower.newest(inserted.id);
     return true;
   }
 
@@ -229,6 +298,7 @@ export class LiveNotebook
 
   private runEnded(op: IRunEnded): void {
     const run = this.run(op.run_id);
+    this.follower.stop();
     this.pending = this.pending.filter(p => p.run_id !== op.run_id);
     this.router.stop(run.cellIds);
     for (const cellId of run.cellIds) {
@@ -292,6 +362,21 @@ export class LiveNotebook
     }
   }
 
+  /**
+   * Render a markdown cell's new text now: JupyterLab re-renders a rendered
+   * markdown cell only once its text has stopped changing for a second,
+   * which a streaming reply never does.
+   */
+  private rerender(cellId: string): void {
+    for (const notebook of this.views()) {
+      for (const widget of notebook.widgets) {
+        if (widget.model.id === cellId && widget instanceof MarkdownCell && widget.rendered) {
+          widget.update();
+        }
+      }
+    }
+  }
+
   private showRendered(cellId: string): void {
     for (const notebook of this.views()) {
       for (const widget of notebook.widgets) {
@@ -304,6 +389,7 @@ export class LiveNotebook
 
   private disposed = false;
   private readonly router: OutputRouter;
+  private readonly follower: RunFollower;
   private readonly runs = new Map<string, IRun>();
   private pending: IInsertCell[] = [];
   private _status: IStatus | null = null;

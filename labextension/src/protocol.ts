@@ -51,6 +51,32 @@ export interface IInsertCell extends IOpBase {
   cell: IAnnouncedCell;
 }
 
+/**
+ * More of a draft cell's text: a streaming root reply is being written into
+ * it (the cell was inserted with `metadata.rlm.draft`).
+ */
+export interface ICellText extends IOpBase {
+  op: 'cell_text';
+  cell_id: string;
+  source: string;
+}
+
+/** Drafts the reply took back (a retried reply; a draft that changed kind). */
+export interface IRemoveCells extends IOpBase {
+  op: 'remove_cells';
+  cell_ids: string[];
+}
+
+/** The root call of the step, while it runs. */
+export interface IRootPhase {
+  /** `thinking`: no token yet; `writing`: the reply streams in. */
+  phase: 'thinking' | 'writing';
+  /** Seconds since the call began. */
+  elapsed_s: number;
+  /** About how many tokens were written so far. */
+  tokens: number;
+}
+
 export interface ICellStarted extends IOpBase {
   op: 'cell_started';
   cell_id: string;
@@ -84,6 +110,8 @@ export interface IStatus extends IOpBase {
   known_cost_usd?: number;
   elapsed_s: number;
   reason?: string;
+  /** While the step's root call runs (else null or absent). */
+  root?: IRootPhase | null;
 }
 
 export interface IRunEnded extends IOpBase {
@@ -102,6 +130,8 @@ export interface IResync extends IOpBase {
 export type KernelOp =
   | IRunStarted
   | IInsertCell
+  | ICellText
+  | IRemoveCells
   | ICellStarted
   | ICellFinished
   | IStatus
@@ -225,6 +255,8 @@ export function cellsReply(requestId: string, cells: nbformat.ICell[]): ICells {
 const KERNEL_OPS: ReadonlySet<string> = new Set([
   'run_started',
   'insert_cell',
+  'cell_text',
+  'remove_cells',
   'cell_started',
   'cell_finished',
   'status',

@@ -19,9 +19,27 @@ export interface IRunStatusSource {
   readonly statusChanged: ISignal<IRunStatusSource, void>;
 }
 
-export function formatStatus(status: IStatus, elapsedS: number): string {
+/**
+ * What the root model is doing while its call runs: "root model thinking ·
+ * 12 s" until the first token (the seconds tick), then "root model writing ·
+ * 240 tok".
+ */
+export function formatRoot(status: IStatus, sinceReceiptS: number): string | null {
+  const root = status.root;
+  if (!root || status.state !== 'running') {
+    return null;
+  }
+  if (root.phase === 'thinking') {
+    return `root model thinking · ${Math.floor(root.elapsed_s + sinceReceiptS)} s`;
+  }
+  return `root model writing · ${formatTokens(root.tokens)}`;
+}
+
+export function formatStatus(status: IStatus, elapsedS: number, sinceReceiptS = 0): string {
+  const root = formatRoot(status, sinceReceiptS);
   const parts = [
     `RLM step ${status.iteration}/${status.max_iterations}`,
+    ...(root ? [root] : []),
     formatSubcalls(status.subcalls, status.subcalls_running ?? 0, status.subcalls_queued ?? 0),
     formatTokens(status.tokens),
     formatCost(status.cost_usd, status.known_cost_usd ?? 0),
@@ -98,7 +116,7 @@ export class RunStatusItem extends Widget {
       status.state === 'running'
         ? (performance.now() - source.statusReceivedAt) / 1000
         : 0;
-    this.node.textContent = formatStatus(status, status.elapsed_s + sinceReceipt);
+    this.node.textContent = formatStatus(status, status.elapsed_s + sinceReceipt, sinceReceipt);
   }
 
   private startClock(): void {

@@ -1,30 +1,86 @@
-"""Progress lines on stderr for headless runs."""
+"""Progress lines on stderr for headless runs.
+
+While a root reply streams, a terminal shows one line that is redrawn
+(``step 3: root model writing · 240 tok · 4.1 s``); a pipe gets no such
+line, only the finished cells. ``verbose`` writes the reply's text itself as
+it comes, on a terminal or not.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import IO, TYPE_CHECKING, Any
 
-from .._words import plural
+from .._words import plural, tokens_text
 from ..engine.sink import Sink
 from .display import status_line
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
+    from ..engine.reply_stream import ReplyProgress
     from ..engine.result import RunResult
     from ..engine.run import Run
 
 
 class ConsoleSink(Sink):
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], verbose: bool = False) -> None:
         self.stream = stream
-
-    def _say(self, text: str) -> None:
+        self.verbose = verbose
         try:
-            self.stream.write(text + "\n")
+            self.terminal = stream.isatty()
+        except (AttributeError, ValueError):
+            self.terminal = False
+        self._line = False  # a progress line is on screen
+        self._drawn = 0.0
+        self._written = 0  # of the streaming reply's text, with --verbose
+        self._step = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError):
             pass
+
+    def _say(self, text: str) -> None:
+        self._clear()
+        self._write(text + "\n")
+
+    def _clear(self) -> None:
+        if self._line:
+            self._line = False
+            self._write("\r\x1b[K")
+
+    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+        if run.depth:
+            return
+        if progress.step != self._step:
+            self._step, self._written = progress.step, 0
+        if self.verbose:
+            if progress.chars < self._written:  # the reply broke off and starts again
+                self._say(f"  step {progress.step}: (the reply broke off; asked again)")
+                self._written = 0
+            new = progress.text[self._written:]
+            if new:
+                self._clear()
+                self._write(new)
+                self._written = len(progress.text)
+            if progress.phase == "done" and self._written:
+                self._write("\n")
+            return
+        if not self.terminal:
+            return
+        if progress.phase == "done":
+            self._clear()
+            return
+        now = time.monotonic()
+        if now - self._drawn < 0.2:
+            return
+        self._drawn = now
+        what = "thinking" if progress.phase == "thinking" else f"writing · {tokens_text(progress.tokens)}"
+        self._write(f"\r\x1b[K  step {progress.step}: root model {what} · {progress.elapsed_s:.1f} s")
+        self._line = True
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:

@@ -33,11 +33,22 @@ def status_line(status: dict[str, Any]) -> str:
     head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
     return " · ".join([
         f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')}",
+        *([root] if (root := root_text(status)) else []),
         subcalls_text(status),
         tokens_text(status.get("tokens") or 0),
         price_text(status.get("cost_usd"), status.get("known_cost_usd") or 0.0),
         f"{elapsed // 60}:{elapsed % 60:02d}",
     ])
+
+
+def root_text(status: dict[str, Any]) -> str | None:
+    """``root model thinking · 12 s`` until its first token, then ``root model writing · 240 tok``."""
+    root = status.get("root")
+    if not root or status.get("state", "running") != "running":
+        return None
+    if root.get("phase") == "thinking":
+        return f"root model thinking · {int(root.get('elapsed_s') or 0)} s"
+    return f"root model writing · {tokens_text(root.get('tokens') or 0)}"
 
 
 def subcalls_text(status: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from .notebook import plain
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
+    from ..engine.reply_stream import ReplyProgress
     from ..engine.result import RunResult
     from ..engine.run import Run
     from ..engine.threads import CallerThread
@@ -106,6 +107,7 @@ class LiveSink(Sink):
         self.last_cell_id = anchor_cell_id
         self.run: Run | None = None
         self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
+        self.drafts: dict[str, str] = {}  # the page's draft cells of a streaming reply: id -> source sent
         self._outbox: list[dict[str, Any]] = []
         self._outbox_lock = threading.Lock()
 
@@ -153,7 +155,36 @@ class LiveSink(Sink):
         if run.depth or cell.metadata.get("rlm", {}).get("role") in _HIDDEN_ROLES:
             return
         after_id, self.last_cell_id = self.last_cell_id, cell.id
+        self.drafts.pop(cell.id, None)  # a draft becomes its cell: the page updates it in place
         self._send("insert_cell", run_id=run.run_id, after_cell_id=after_id, cell=_cell_json(cell, outputs=False))
+
+    def cell_updated(self, run: Run, cell: NotebookNode) -> None:
+        if run.depth:
+            return
+        index = next((i for i, c in enumerate(run.cells) if c.id == cell.id), 0)
+        after = run.cells[index - 1].id if index > 0 else self.anchor
+        self._send("insert_cell", run_id=run.run_id, after_cell_id=after, cell=_cell_json(cell, outputs=False))
+
+    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+        """Draft cells of a streaming reply: inserted, written into, taken back."""
+        if run.depth:
+            return
+        gone = [cell_id for cell_id in progress.dropped if self.drafts.pop(cell_id, None) is not None]
+        if gone:
+            self._send("remove_cells", run_id=run.run_id, cell_ids=gone)
+        after = self.last_cell_id
+        for draft in progress.drafts:
+            sent = self.drafts.get(draft.id)
+            if sent is None:
+                cell = {"id": draft.id, "cell_type": "markdown" if draft.kind == "thought" else "code",
+                        "source": draft.source,
+                        "metadata": {"rlm": {"run_id": run.run_id, "step": progress.step, "role": draft.kind,
+                                             "draft": True}}}
+                self._send("insert_cell", run_id=run.run_id, after_cell_id=after, cell=cell)
+            elif sent != draft.source:
+                self._send("cell_text", run_id=run.run_id, cell_id=draft.id, source=draft.source)
+            self.drafts[draft.id] = draft.source
+            after = draft.id
 
     def cell_started(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:
@@ -194,6 +225,7 @@ class LiveSink(Sink):
             return
         cells = [_cell_json(c, outputs=True) for c in run.cells
                  if c.metadata.get("rlm", {}).get("role") not in _HIDDEN_ROLES]
+        self.drafts.clear()  # the reloaded page has none: the next progress inserts them again
         self.channel.send("resync", run_id=run.run_id, anchor_cell_id=self.anchor, cells=cells)
 
 
