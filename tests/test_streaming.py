@@ -250,3 +250,53 @@ def test_the_draft_plan_is_the_cells_a_step_writes(run_rlm, text):
     result, _ = run_rlm(root=[text, "FINAL(x)"], no_stream=True)
     step_one = [c for c in result.notebook.cells if c.metadata.rlm.get("step") == 1]
     assert [k for k, _, _ in plan] == [c.metadata.rlm.role for c in step_one]
+
+
+def test_the_cli_writes_the_reply_as_it_comes_with_verbose(tmp_path, server):
+    from _cli import run_args, run_cli
+
+    (tmp_path / "doc.txt").write_text("alpha beta gamma")
+    reply = Reply(text="Counting the words now.\n" + repl("n = len(context.split())\nprint('n is', n)"),
+                  tokens_per_s=400)
+    srv = server(root=[reply, "Done.\nFINAL_VAR(n)"])
+    loud = run_cli([*run_args(srv.url, tmp_path / "loud.ipynb"), "--verbose"], tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert "Counting the words now." in loud.stderr and "FINAL_VAR(n)" in loud.stderr
+    srv = server(root=[reply, "Done.\nFINAL_VAR(n)"])
+    quiet = run_cli(run_args(srv.url, tmp_path / "plain.ipynb"), tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Counting the words now." not in quiet.stderr  # a pipe gets the cells, not the text
+    assert "root model writing" not in quiet.stderr  # ... and no redrawn line
+    assert "step 1: [ok] n = len(context.split())" in quiet.stderr
+
+
+def test_on_a_terminal_the_cli_redraws_one_progress_line(tmp_path, server):
+    import os
+    import pty
+    import subprocess
+
+    from _cli import CLI, run_args
+    from _helpers import clean_env
+
+    (tmp_path / "doc.txt").write_text("alpha beta gamma")
+    srv = server(root=[Reply(text="Thinking it over.\n" + repl("print('hi')"), ttft=1.5, tokens_per_s=100),
+                       "FINAL(ok)"])
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([CLI, *run_args(srv.url, tmp_path / "tty.ipynb")], cwd=tmp_path, env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=60)
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "\r\x1b[K  step 1: root model thinking" in text and "root model writing" in text, text
+    assert "Thinking it over." not in text  # progress, not the text

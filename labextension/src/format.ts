@@ -3,6 +3,7 @@
  * the same as the kernel writes them (rlm_kernel/_words.py): one token format
  * and one way to say a price is unknown.
  */
+import type { IStatus } from './protocol';
 
 /** `950 tok`, `12.3k tok`, `1.09M tok`. */
 export function formatTokens(tokens: number): string {
@@ -65,4 +66,20 @@ export function formatSubcalls(total: number, running = 0, queued = 0): string {
     parts.push(`${queued.toLocaleString('en-US')} queued`);
   }
   return `${plural(total, 'sub-call')}: ${parts.join(', ')}`;
+}
+
+/**
+ * What the root model is doing while its call runs: "root model thinking ·
+ * 12 s" until the first token (the seconds tick), then "root model writing ·
+ * 240 tok".
+ */
+export function formatRoot(status: IStatus, sinceReceiptS: number): string | null {
+  const root = status.root;
+  if (!root || status.state !== 'running') {
+    return null;
+  }
+  if (root.phase === 'thinking') {
+    return `root model thinking · ${Math.floor(root.elapsed_s + sinceReceiptS)} s`;
+  }
+  return `root model writing · ${formatTokens(root.tokens)}`;
 }

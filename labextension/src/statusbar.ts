@@ -8,7 +8,7 @@
 import { type ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { formatClock, formatCost, formatSubcalls, formatTokens } from './format';
+import { formatClock, formatCost, formatRoot, formatSubcalls, formatTokens } from './format';
 import type { IReplayCounts, IStatus } from './protocol';
 
 /** Where the item reads a notebook's latest status from. */
@@ -17,22 +17,6 @@ export interface IRunStatusSource {
   /** `performance.now()` when `status` arrived, to keep the clock ticking. */
   readonly statusReceivedAt: number;
   readonly statusChanged: ISignal<IRunStatusSource, void>;
-}
-
-/**
- * What the root model is doing while its call runs: "root model thinking ·
- * 12 s" until the first token (the seconds tick), then "root model writing ·
- * 240 tok".
- */
-export function formatRoot(status: IStatus, sinceReceiptS: number): string | null {
-  const root = status.root;
-  if (!root || status.state !== 'running') {
-    return null;
-  }
-  if (root.phase === 'thinking') {
-    return `root model thinking · ${Math.floor(root.elapsed_s + sinceReceiptS)} s`;
-  }
-  return `root model writing · ${formatTokens(root.tokens)}`;
 }
 
 export function formatStatus(status: IStatus, elapsedS: number, sinceReceiptS = 0): string {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { formatCost, formatMoney, formatSubcalls, formatTokens } from '../src/format';
+import { formatCost, formatMoney, formatRoot, formatSubcalls, formatTokens } from '../src/format';
 
 // The same rows as tests/test_words.py: the page and the kernel write figures alike.
 const TOKENS: Array<[number, string]> = [
@@ -41,5 +41,34 @@ describe('format', () => {
     expect(formatSubcalls(66, 50, 4)).toBe('66 sub-calls: 12 done, 50 running, 4 queued');
     expect(formatSubcalls(66, 2)).toBe('66 sub-calls: 64 done, 2 running');
     expect(formatSubcalls(1)).toBe('1 sub-call');
+  });
+});
+
+describe('formatRoot', () => {
+  const base = {
+    protocol: 'rlm/1' as const,
+    op: 'status' as const,
+    run_id: 'r',
+    state: 'running' as const,
+    iteration: 1,
+    max_iterations: 30,
+    depth: 0,
+    subcalls: 0,
+    tokens: 0,
+    cost_usd: null,
+    elapsed_s: 3
+  };
+  it('ticks the thinking seconds between statuses', () => {
+    const status = { ...base, root: { phase: 'thinking' as const, elapsed_s: 4.6, tokens: 0 } };
+    expect(formatRoot(status, 0)).toBe('root model thinking · 4 s');
+    expect(formatRoot(status, 1.5)).toBe('root model thinking · 6 s');
+  });
+  it('says how much the model has written', () => {
+    const status = { ...base, root: { phase: 'writing' as const, elapsed_s: 9, tokens: 1234 } };
+    expect(formatRoot(status, 0)).toBe('root model writing · 1.2k tok');
+  });
+  it('says nothing without a root call or once the run ended', () => {
+    expect(formatRoot(base, 0)).toBeNull();
+    expect(formatRoot({ ...base, state: 'ended', root: { phase: 'writing', elapsed_s: 1, tokens: 5 } }, 0)).toBeNull();
   });
 });

@@ -322,3 +322,12 @@ describe('cellIdFromMsgId', () => {
     expect(cellIdFromMsgId('')).toBeNull();
   });
 });
+
+describe('streaming ops', () => {
+  it('reads cell_text and remove_cells, alone and batched', () => {
+    const text = { protocol: 'rlm/1', op: 'cell_text', run_id: 'r1', cell_id: 'd1', source: 'Hel' };
+    const gone = { protocol: 'rlm/1', op: 'remove_cells', run_id: 'r1', cell_ids: ['d1'] };
+    expect(kernelOps(text)).toEqual([text]);
+    expect(kernelOps({ protocol: 'rlm/1', op: 'ops', ops: [text, gone] })).toEqual([text, gone]);
+  });
+});

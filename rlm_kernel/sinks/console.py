@@ -69,17 +69,23 @@ class ConsoleSink(Sink):
             if progress.phase == "done" and self._written:
                 self._write("\n")
             return
-        if not self.terminal:
-            return
         if progress.phase == "done":
+            self._clear()
+
+    def status(self, run: Run, status: dict[str, Any]) -> None:
+        """On a terminal, while the root call runs: one line, redrawn."""
+        if run.depth or not self.terminal or self.verbose:
+            return
+        root = status.get("root")
+        if not root:
             self._clear()
             return
         now = time.monotonic()
         if now - self._drawn < 0.2:
             return
         self._drawn = now
-        what = "thinking" if progress.phase == "thinking" else f"writing · {tokens_text(progress.tokens)}"
-        self._write(f"\r\x1b[K  step {progress.step}: root model {what} · {progress.elapsed_s:.1f} s")
+        what = "thinking" if root.get("phase") == "thinking" else f"writing · {tokens_text(root.get('tokens') or 0)}"
+        self._write(f"\r\x1b[K  step {status.get('iteration')}: root model {what} · {root.get('elapsed_s', 0):.0f} s")
         self._line = True
 
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
@@ -95,6 +101,3 @@ class ConsoleSink(Sink):
         if run.depth:
             return
         self._say(status_line(run.status("ended", result.reason)))
-
-    def status(self, run: Run, status: dict[str, Any]) -> None:
-        pass

@@ -12,7 +12,6 @@ import time
 import pytest
 from labdriver import (
     all_cells,
-    code_cell,
     open_run_notebook,
     rlm_magic,
     screenshot,
