@@ -34,7 +34,8 @@ def _step(n: int) -> Reply:
 
 STEPS = [_step(1), _step(2), _step(3), _step(4), "FINAL(four steps)"]
 # step, max, sub-calls, (done / running / queued while some are not done), tokens, cost, clock
-STATUS = re.compile(r"RLM step (\d+)/(\d+) · (\d+) sub-calls?(: [\d,]+ done(?:, [\d,]+ running)?(?:, [\d,]+ queued)?)?"
+STATUS = re.compile(r"RLM step (\d+)/(\d+)(?: · root model (?:thinking · \d+ s|writing · [\d.]+[kM]? tok))?"
+                    r" · (\d+) sub-calls?(: [\d,]+ done(?:, [\d,]+ running)?(?:, [\d,]+ queued)?)?"
                     r" · ([\d.]+[kM]?) tok · (.*?) · (\d+:\d\d)")
 
 
@@ -87,6 +88,7 @@ def test_status_bar_updates_step_by_step(page: Page, lab_server, request) -> Non
     assert steps == sorted(steps), f"the step went backwards: {bar}"
     assert all(int(m.group(2)) == MAX_ITERATIONS for m in parsed), bar
     assert not any("depth" in t for t in bar), bar  # "depth 0" meant nothing to a newcomer
+    assert any("root model thinking" in t for t in bar), bar  # each step's model call takes 0.6 s
     subcalls = [int(m.group(3)) for m in parsed]
     assert subcalls == sorted(subcalls) and subcalls[-1] == 4, bar
     # A sub-call in flight shows as running, not as done (each takes 0.2 s here).
