@@ -58,12 +58,16 @@ def add_serve_parser(commands: Any) -> None:
 
 def proxy_config(name: str, root_model: str) -> dict[str, Any]:
     """The proxy's config: one model served by our provider. The proxy's
-    Router must not retry a run (a failed run is not a flaky call)."""
+    Router must not retry a run (a failed run is not a flaky call). A client
+    that hangs up on a plain (not streamed) request is noticed only by the
+    proxy, which then cancels the call (``cancel_on_disconnect``): the
+    provider's ``acompletion`` sees the cancel and interrupts the run, as a
+    closed stream does."""
     return {
         "model_list": [{"model_name": name, "litellm_params": {"model": f"{PROVIDER}/{root_model}"}}],
         "litellm_settings": {"custom_provider_map": [{"provider": PROVIDER, "custom_handler": HANDLER}]},
         "router_settings": {"num_retries": 0},
-        "general_settings": {},
+        "general_settings": {"cancel_on_disconnect": True},
     }
 
 
