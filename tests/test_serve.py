@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import openai
 import pytest
-from _helpers import cell_text, cells_by_role, repl, wait_for
+from _helpers import cell_text, cells_by_role, free_port, repl, wait_for
 
 from rlm_kernel.engine.options import resolve
 from rlm_kernel.serve.request import BadRequest, read_request
@@ -45,12 +45,6 @@ def responder(body: dict) -> str:
         return f"FINAL({ANSWER})"
     text = all_text(body)
     return SLOW_STEP if "SLOW" in text else PAUSE_STEP if "PAUSE" in text else STEP
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Served:

@@ -21,11 +21,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .._local_server import wait_until_serving
 from ..engine import options
 from ..engine.options import whole_number
 from ..errors import RLMError
@@ -138,16 +137,8 @@ def say(text: str) -> None:
 
 
 def _announce_ready(proxy: subprocess.Popen[Any], url: str, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while proxy.poll() is None and time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/health/liveliness", timeout=2) as reply:
-                if reply.status == 200:
-                    say(f"ready: {url}/v1")
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
+    if wait_until_serving(f"{url}/health/liveliness", proxy, timeout, poll=0.5):
+        say(f"ready: {url}/v1")
 
 
 def _wait(proxy: subprocess.Popen[Any]) -> int:
