@@ -159,7 +159,6 @@ def test_a_batch_runs_on_a_cluster_started_apart_with_token_auth(cluster, models
         assert parent == raylet, "a task ran outside the cluster's workers"  # not in a local instance's
         assert pid != driver
         workers.add(pid)
-    assert 1 <= len(workers) <= 2  # the cluster has 2 CPUs, one task each
     assert len(models.requests) - before == 3 * TASKS  # two root calls and one sub-call per task
     written = done.stderr + done.stdout + "".join(p.read_text() for p in out.iterdir())
     assert cluster.token not in written
