@@ -5,9 +5,12 @@ it wants (:class:`Frontends`)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from .engine.model_client import ModelClient
@@ -57,6 +60,37 @@ def model_client(options: Any) -> ModelClient:
 
     return LiteLLMClient(max_retries=options.max_retries, retry_base_delay=options.retry_base_delay,
                          request_timeout=options.request_timeout)
+
+
+class ModelClients:
+    """The model clients of a session that makes many runs (a kernel, a
+    server, a batch worker): with ``--router``, one client (so one
+    ``litellm.Router``) per router file and settings, kept, so that the
+    Router's cooldowns and rate counts carry over from run to run. A file
+    whose text changed gets a new Router. Without a router each run gets a
+    new client: a plain client keeps nothing between calls."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Any, ...], ModelClient] = {}
+        self._lock = threading.Lock()
+
+    def get(self, options: Any) -> ModelClient:
+        if not options.router:
+            return model_client(options)
+        path = Path(options.router).expanduser()
+        try:
+            text = path.read_bytes()
+        except OSError:
+            return model_client(options)  # which says why the file cannot be read
+        where = str(path.resolve())
+        key = (where, hashlib.sha256(text).hexdigest(), options.max_retries, options.retry_base_delay,
+               options.request_timeout)
+        with self._lock:
+            client = self._kept.get(key)
+            if client is None:
+                self._kept = {k: v for k, v in self._kept.items() if k[0] != where}  # an older text of the file
+                client = self._kept[key] = model_client(options)
+        return client
 
 
 def check_models(options: Any, client: ModelClient | None = None) -> None:
@@ -152,4 +186,4 @@ def _sinks(frontends: Frontends, thread: Any) -> list[Sink]:
     return sinks
 
 
-__all__ = ["Frontends", "LivePage", "build_run", "check_models", "model_client"]
+__all__ = ["Frontends", "LivePage", "ModelClients", "build_run", "check_models", "model_client"]

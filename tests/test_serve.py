@@ -14,12 +14,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import nbformat
 import openai
 import pytest
-from _helpers import cell_text, cells_by_role, repl
+from _helpers import cell_text, cells_by_role, free_port, repl, wait_for
 
 from rlm_kernel.engine.options import resolve
 from rlm_kernel.serve.request import BadRequest, read_request
@@ -32,22 +33,18 @@ STEP = repl("print(type(context).__name__, len(context))\n"
 
 
 SLOW_STEP = repl("import time\nfor _ in range(300):\n    time.sleep(0.1)")
+PAUSE_STEP = repl("import time\nfor _ in range(80):\n    time.sleep(0.1)")  # 8 s
 
 
 def responder(body: dict) -> str:
     """Root: one step, then the answer (stateless, so requests may interleave); sub: an echo.
-    A query with SLOW gets a step that takes 30 s."""
+    A query with SLOW gets a step that takes 30 s, one with PAUSE a step of 8 s."""
     if body.get("model") != "root-model":
         return "sub says " + body["messages"][-1]["content"]
     if len(body["messages"]) > 2:
         return f"FINAL({ANSWER})"
-    return SLOW_STEP if "SLOW" in all_text(body) else STEP
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    text = all_text(body)
+    return SLOW_STEP if "SLOW" in text else PAUSE_STEP if "PAUSE" in text else STEP
 
 
 class Served:
@@ -189,6 +186,36 @@ def test_a_streaming_client_that_goes_away_stops_its_run(served):
     assert reasons == ["interrupted"]
 
 
+def test_a_plain_request_whose_client_goes_away_stops_its_run(served):
+    """Not streamed: nothing is written to the client until the run ends, so
+    only the proxy can notice the hang-up (general_settings.cancel_on_disconnect)."""
+    import http.client
+
+    marker = f"PAUSE {uuid.uuid4().hex}"
+    before = set(served.runs.glob("*.ipynb"))
+
+    def root_calls() -> int:
+        return sum(marker in all_text(body) for body in served.models.calls("root-model"))
+
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"model": "rlm", "messages": [{"role": "user", "content": marker}]}),
+        headers={"Authorization": f"Bearer {served.key}", "Content-Type": "application/json"})
+    wait_for(lambda: root_calls() == 1, 60, "the run's first root call")
+    time.sleep(1.0)  # its 8-second step is running
+    connection.sock.shutdown(socket.SHUT_RDWR)
+    connection.close()
+    gone = time.monotonic()
+
+    def reasons() -> list[str]:
+        return [json.loads(p.read_text(encoding="utf-8"))["metadata"]["rlm"]["runs"][-1].get("reason", "")
+                for p in set(served.runs.glob("*.ipynb")) - before]
+
+    wait_for(lambda: reasons() == ["interrupted"], 20, "the run to end interrupted", poll=0.3)
+    time.sleep(max(0.0, gone + 12 - time.monotonic()))  # past the step's end: a live run would ask again
+    assert root_calls() == 1, "the run went on after its client went away"
+
+
 @pytest.mark.parametrize("messages, extra, said", [
     ([], None, "The request has no messages"),
     ([{"role": "system", "content": "x"}], None, "no user message"),
@@ -286,6 +313,7 @@ def test_the_proxy_config_serves_one_name_through_our_provider_and_never_retries
     assert config["litellm_settings"]["custom_provider_map"][0]["custom_handler"] == \
         "rlm_kernel.serve.provider.rlm_handler"
     assert config["router_settings"] == {"num_retries": 0}
+    assert config["general_settings"] == {"cancel_on_disconnect": True}
     assert "master_key" not in json.dumps(config)
 
 

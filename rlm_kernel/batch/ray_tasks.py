@@ -2,12 +2,19 @@
 running cluster (``ray.init(address=...)``). Every node needs rlm-kernel
 installed, the model keys in its environment and, for tasks with
 ``context`` paths, those paths (shared storage); ``context_text`` travels
-with the task. Each task returns its notebook to the driver, which writes it."""
+with the task. Each task returns its notebook to the driver, which writes it.
+
+A cluster started with token auth (``RAY_AUTH_MODE=token``) takes this
+machine's token as Ray reads it: ``RAY_AUTH_MODE=token`` and
+``RAY_AUTH_TOKEN`` (or ``RAY_AUTH_TOKEN_PATH``, or ``~/.ray/auth_token``) in
+the environment of ``rlm-kernel batch``; the workers are the cluster's and
+have the token their node was started with. Nothing of ours carries it."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,11 +47,12 @@ class RayRunner:
                 if self.address is None:
                     ray.init(num_cpus=self.workers or os.cpu_count() or 1, **settings)
                 else:
+                    check_listening(self.address)
                     ray.init(address=self.address, **settings)
+            except RLMError:
+                raise
             except Exception as error:  # noqa: BLE001 - Ray's own reasons, said in one sentence
-                where = "a local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
-                raise RLMError(f"Cannot start {where}: {str(error).splitlines()[0] if str(error) else error}.") \
-                    from None
+                raise RLMError(why_not(error, self.address)) from None
             self.started = True
         return self
 
@@ -87,4 +95,46 @@ class RayRunner:
             raise
 
 
-__all__ = ["RayRunner"]
+def check_listening(address: str, timeout: float = 10.0) -> None:
+    """Refuse at once an address where nothing listens: Ray would try again
+    for minutes (20 attempts of ~35 s each)."""
+    if address == "auto":
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return  # a form we do not know: Ray says what it thinks of it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout).close()
+    except OSError as error:
+        raise RLMError(f"Nothing answers at {address} ({error.strerror or error}): start the cluster with "
+                       "`ray start --head` and give its address (HOST:6379 by default, or ray://HOST:10001).") \
+            from None
+
+
+def why_not(error: BaseException, address: str | None) -> str:
+    """One sentence for a Ray instance that would not start or a cluster that
+    refused us. Ray keeps the cause of a refused connection as text in the
+    chain of exceptions (the last attempt's traceback), hence the text search."""
+    if address is None:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"Cannot start a local Ray instance: {first}."
+    chain, seen = [], 0
+    cause: BaseException | None = error
+    while cause is not None and seen < 10:
+        chain.append(f"{type(cause).__name__}: {cause}")
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    text = "\n".join(chain)
+    if "AuthenticationError" in text or "InvalidAuthToken" in text:
+        if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+            return (f"The Ray cluster at {address} asks for its auth token: set RAY_AUTH_MODE=token and "
+                    "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token.")
+        if "no authentication token was found" in text:
+            return (f"RAY_AUTH_MODE is token but no token was found: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) "
+                    f"to the token of the Ray cluster at {address}.")
+        return (f"The Ray cluster at {address} refused this machine's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH "
+                "or ~/.ray/auth_token): set the token the cluster was started with.")
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"Cannot connect to the Ray cluster at {address}: {first}."
+
+
+__all__ = ["RayRunner", "check_listening", "why_not"]

@@ -12,6 +12,7 @@ from typing import Any
 
 _busy = False  # a run is under way in this worker
 _stopping = False  # Ctrl-C was pressed: start no more tasks
+_clients: Any = None  # builder.ModelClients: one Router per router file for the tasks of this worker
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -37,11 +38,12 @@ def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
     machine) it is written here to a temporary file and returned in the
     line as ``_notebook`` for the driver to write. ``check``: check the
     models here (the driver did not). None: not run (the batch is stopping)."""
-    global _busy
+    global _busy, _clients
     if _stopping:
         return None
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from ..api import RLM
+    from ..builder import ModelClients
     from ..engine.context import load_context
     from ..errors import RLMError
     from ..redaction import redact
@@ -51,6 +53,9 @@ def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
     output = str(Path(scratch, "run.ipynb")) if scratch else notebook
     try:
         rlm = RLM(check=check, **options)
+        if rlm.options.router:
+            _clients = _clients or ModelClients()
+            rlm.client = _clients.get(rlm.options)
         if task["paths"] is not None:
             loaded = load_context(task["paths"])
             context, sources = loaded.value, loaded.sources

@@ -52,7 +52,7 @@ class CellRun:
 
     def __init__(self, shell: Any, line: str, body: str, *, sources: list[str] | None,
                  given: dict[str, Any] | None = None, approve: bool = False, continued: Any = None,
-                 anchor: str | None = None) -> None:
+                 anchor: str | None = None, clients: Any = None) -> None:
         from ..api import context_cell
         from ..builder import Frontends, LivePage, build_run
         from ..engine.execution import ShellExecutor
@@ -93,6 +93,7 @@ class CellRun:
         self.run = build_run(
             run_options, query=body.strip(), context=shell.user_ns["context"], executor=executor,
             code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
+            client=None if clients is None else clients.get(run_options),
             lead_cells=[] if continued is not None else [context_cell(sources)],
             approver=self._approver(approve or args.approve, live), **start,
         )

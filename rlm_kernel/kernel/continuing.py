@@ -30,7 +30,8 @@ def continue_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def prepare_continue(shell: Any, line: str, sources: list[str] | None) -> CellRun | None:
+async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
+                           clients: Any = None) -> CellRun | None:
     """The continued run, or None when this cell's continuation is already below it."""
     from ..engine.history import rebuild
 
@@ -81,7 +82,7 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None) -> 
           + (f"; {plural(len(between), 'cell')} moved below the new steps" if between else "")
           + ").")
     return CellRun(shell, "", rebuilt.query, sources=sources, given=given, approve=args.approve,
-                   continued=rebuilt, anchor=here)
+                   continued=rebuilt, anchor=here, clients=clients)
 
 
 def cells_between(cells: list[Any], upto: int, here: str | None, dropped: set[str]) -> list[str]:

@@ -39,6 +39,7 @@ class RLMMagics(Magics):
         super().__init__(shell)
         self.context_sources: list[str] | None = None
         self._loaded_value: Any = None
+        self._clients: Any = None
 
     @line_magic
     def rlm(self, line: str) -> Any:
@@ -93,6 +94,16 @@ class RLMMagics(Magics):
             raise RLMError("Replay, pins and continue need the RLM kernel (choose \"RLM (Python 3)\").")
         return session
 
+    @property
+    def clients(self) -> Any:
+        """This shell's model clients: one Router per router file, so its
+        cooldowns carry over from one run to the next (builder.ModelClients)."""
+        if self._clients is None:
+            from ..builder import ModelClients
+
+            self._clients = ModelClients()
+        return self._clients
+
     def sources(self) -> list[str] | None:
         """The files `context` was loaded from, while it is still the object loaded."""
         if self.context_sources and self.shell.user_ns.get("context") is self._loaded_value:
@@ -103,7 +114,7 @@ class RLMMagics(Magics):
     def rlm_cell(self, line: str, cell: str) -> None:
         """%%rlm [options]: the cell body is the query about `context`."""
         try:
-            prepared = CellRun(self.shell, line, cell, sources=self.sources())
+            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients)
         except RLMError as error:
             raise UsageError(str(error)) from None
         prepared.finish(prepared.run.run_here())
@@ -122,7 +133,7 @@ class RLMMagics(Magics):
                 cells = await session.cells_for_rerun(here, query_source(line, cell))
                 if recorded_run_note(session, cells, here, line, cell, options.given(args)):
                     return
-            prepared = CellRun(self.shell, line, cell, sources=self.sources())
+            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients)
         except RLMError as error:
             raise UsageError(str(error)) from None
         # IPython already counted this cell, so generated cells take the
@@ -137,7 +148,7 @@ class RLMMagics(Magics):
         self._session().kernel_loop = asyncio.get_running_loop()
         await _model_client_ready()
         try:
-            prepared = await prepare_continue(self.shell, line, self.sources())
+            prepared = await prepare_continue(self.shell, line, self.sources(), self.clients)
         except RLMError as error:
             raise UsageError(str(error)) from None
         if prepared is not None:

@@ -64,7 +64,9 @@ class RLMProvider:
         self.settings = settings or ServeSettings()
         resolve(self.settings.options)  # a bad option fails here, not at the first request
         self._threads = concurrent.futures.ThreadPoolExecutor(RUN_THREADS, thread_name_prefix="rlm-serve")
-        self._clients: dict[str, Any] = {}  # one Router per config, so its cooldowns span requests
+        from ..builder import ModelClients
+
+        self._clients = ModelClients()  # one Router per router file, so its cooldowns span requests
 
     # -- litellm's entry points (every argument comes as a keyword) --------------------
     def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
@@ -143,7 +145,7 @@ class RLMProvider:
         except RLMError as error:
             raise _error(400, str(error)) from None
         if rlm.options.router:
-            rlm.client = self._clients.setdefault(rlm.options.router, rlm.client)
+            rlm.client = self._clients.get(rlm.options)
         return request, rlm
 
     def _run(self, rlm: Any, request: RunRequest, sink: Sink | None = None) -> Any:

@@ -21,11 +21,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .._local_server import wait_until_serving
 from ..engine import options
 from ..engine.options import whole_number
 from ..errors import RLMError
@@ -58,12 +57,16 @@ def add_serve_parser(commands: Any) -> None:
 
 def proxy_config(name: str, root_model: str) -> dict[str, Any]:
     """The proxy's config: one model served by our provider. The proxy's
-    Router must not retry a run (a failed run is not a flaky call)."""
+    Router must not retry a run (a failed run is not a flaky call). A client
+    that hangs up on a plain (not streamed) request is noticed only by the
+    proxy, which then cancels the call (``cancel_on_disconnect``): the
+    provider's ``acompletion`` sees the cancel and interrupts the run, as a
+    closed stream does."""
     return {
         "model_list": [{"model_name": name, "litellm_params": {"model": f"{PROVIDER}/{root_model}"}}],
         "litellm_settings": {"custom_provider_map": [{"provider": PROVIDER, "custom_handler": HANDLER}]},
         "router_settings": {"num_retries": 0},
-        "general_settings": {},
+        "general_settings": {"cancel_on_disconnect": True},
     }
 
 
@@ -134,16 +137,8 @@ def say(text: str) -> None:
 
 
 def _announce_ready(proxy: subprocess.Popen[Any], url: str, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while proxy.poll() is None and time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/health/liveliness", timeout=2) as reply:
-                if reply.status == 200:
-                    say(f"ready: {url}/v1")
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
+    if wait_until_serving(f"{url}/health/liveliness", proxy, timeout, poll=0.5):
+        say(f"ready: {url}/v1")
 
 
 def _wait(proxy: subprocess.Popen[Any]) -> int:
