@@ -184,7 +184,9 @@ class RouterClient(LiteLLMClient):
         if hidden.get("model_id"):
             deployment["id"] = str(hidden["model_id"])
         if hidden.get("api_base"):
-            deployment["api_base"] = safe_url(str(hidden["api_base"]))
+            # A streamed reply names the endpoint's full URL: the deployment's base is the same either way.
+            base = str(hidden["api_base"]).removesuffix("/chat/completions")
+            deployment["api_base"] = safe_url(base)
         return deployment or None
 
 
