@@ -19,6 +19,16 @@ def tokens_text(count: int) -> str:
     return f"{count / 1_000_000:.2f}M tok"
 
 
+def cached_text(cached: int) -> str:
+    """`` (31.0k cached)``: of the tokens, those read from the provider's prompt cache ('' for none)."""
+    return f" ({tokens_text(cached).removesuffix(' tok')} cached)" if cached > 0 else ""
+
+
+def compactions_text(count: int) -> str:
+    """``history compacted``, ``history compacted 2×``."""
+    return "history compacted" + (f" {count}×" if count > 1 else "")
+
+
 def money(usd: float) -> str:
     """``$1.25``, ``$0.213``, ``$0.00042``: two significant digits at least."""
     if usd <= 0:

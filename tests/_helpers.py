@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from rlm_kernel.testing.server import Reply, ScriptedServer, prompt_text
+from rlm_kernel.testing.server import Reply, Script, ScriptedServer, prompt_text
 
 ROOT = "openai/root-model"
 SUB = "openai/sub-model"
@@ -166,3 +166,34 @@ def _request_socket() -> socket.socket:
             return handler.connection
         frame = frame.f_back
     raise RuntimeError("not called from a request handler")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """A request's system prompt: the first message's (OpenAI) or ``system`` (Anthropic)."""
+    system = body.get("system")
+    if system is None:
+        messages = body.get("messages") or [{}]
+        system = messages[0].get("content") if messages[0].get("role") == "system" else ""
+    if isinstance(system, list):
+        return "".join(part.get("text", "") for part in system if isinstance(part, dict))
+    return system or ""
+
+
+class Summaries(Script):
+    """A :class:`Script` whose root model also writes compaction summaries: a
+    request with the summarising call's system prompt gets ``summary``
+    instead of the next scripted reply (and is kept in ``summary_requests``)."""
+
+    def __init__(self, *args: Any, summary: str = "Steps so far printed long strings kept in s1, s2 and s3.",
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.summary = summary
+        self.summary_requests: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply | str:
+        from rlm_kernel.engine.compaction import SUMMARY_SYSTEM
+
+        if system_text(body) == SUMMARY_SYSTEM:
+            self.summary_requests.append(body)
+            return self.summary
+        return super().__call__(body)

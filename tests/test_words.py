@@ -46,3 +46,13 @@ def test_the_status_line_has_no_depth_and_one_unit_each():
     line = status_line({"iteration": 3, "max_iterations": 30, "depth": 0, "subcalls": 1, "subcalls_running": 1,
                         "tokens": 48_200, "cost_usd": None, "known_cost_usd": 0.0, "elapsed_s": 67})
     assert line == "RLM · step 3/30 · 1 sub-call: 0 done, 1 running · 48.2k tok · price unknown · 1:07"
+
+
+def test_the_status_line_says_what_was_cached_and_compacted():
+    line = status_line({"iteration": 7, "max_iterations": 30, "subcalls": 12, "tokens": 148_200,
+                        "cache_read_tokens": 91_000, "cache_write_tokens": 4_000, "compactions": 2,
+                        "cost_usd": 0.21, "elapsed_s": 187})
+    assert line == "RLM · step 7/30 · 12 sub-calls · 148.2k tok (91.0k cached) · history compacted 2× · $0.21 · 3:07"
+    once = status_line({"iteration": 2, "max_iterations": 30, "tokens": 950, "cache_read_tokens": 900,
+                        "compactions": 1, "cost_usd": None, "elapsed_s": 5})
+    assert once == "RLM · step 2/30 · 0 sub-calls · 950 tok (900 cached) · history compacted · price unknown · 0:05"

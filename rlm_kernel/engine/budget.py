@@ -17,6 +17,8 @@ class ModelUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
+    cache_read_tokens: int = 0  # of prompt_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to it
     # calls through a Router: per deployment id, its api_base, calls and tokens
     deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -38,6 +40,8 @@ class ModelUsage:
             "completion_tokens": self.completion_tokens,
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
         }
+        if self.cache_read_tokens or self.cache_write_tokens:
+            record.update(cache_read_tokens=self.cache_read_tokens, cache_write_tokens=self.cache_write_tokens)
         if self.deployments:
             record["deployments"] = {name: dict(entry) for name, entry in self.deployments.items()}
         return record
@@ -57,6 +61,8 @@ class Ledger:
             usage.calls += 1
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
+            usage.cache_read_tokens += completion.cache_read_tokens
+            usage.cache_write_tokens += completion.cache_write_tokens
             usage.add_deployment(completion)
             if usage.cost_usd is not None:
                 usage.cost_usd = None if completion.cost_usd is None else usage.cost_usd + completion.cost_usd
@@ -65,6 +71,16 @@ class Ledger:
     def tokens(self) -> int:
         with self._lock:
             return sum(u.prompt_tokens + u.completion_tokens for u in self.models.values())
+
+    @property
+    def cache_read_tokens(self) -> int:
+        with self._lock:
+            return sum(u.cache_read_tokens for u in self.models.values())
+
+    @property
+    def cache_write_tokens(self) -> int:
+        with self._lock:
+            return sum(u.cache_write_tokens for u in self.models.values())
 
     @property
     def cost_usd(self) -> float | None:

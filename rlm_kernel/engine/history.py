@@ -3,6 +3,8 @@ now: edited code and its new outputs, edited or deleted markdown, and cells
 a person added (told to the root model as the user's interventions).
 
 This is what "continue from here" and ``rlm-kernel run --resume`` stand on.
+A compaction cell replaces the steps it summarised by its summary, as the
+run itself did (``compaction.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from .._words import plural
 from . import prompts
 from .capture import outputs_view
 from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, reply_text, rlm_meta, source
+from .compaction import cell_summary, compacted
 from .options import parse_query_cell
 from .protocol import cell_feedback
 
@@ -79,6 +82,13 @@ def rebuild(
             continue
         if meta.get("role") in AGENT_ROLES and meta.get("run_id") != run_id:
             continue  # another run under the same query (a --fresh one): not this history
+        if meta.get("compaction"):  # from here on the run read a summary instead of the older steps
+            _flush_feedback(messages, feedback, reply, close_step)
+            current_step = None
+            first, last = meta["compaction"]["steps"]
+            messages[:] = compacted(messages, int(meta.get("step") or 1), int(last), cell_summary(source(cell)),
+                                    int(first))
+            continue
         if is_agent_cell(cell, run_id) and meta.get("role") != "answer":
             cell_step = meta.get("step")
             if cell_step != current_step:

@@ -90,18 +90,17 @@ class LiteLLMClient(ModelClient):
                         return self._partial(litellm, endpoint, messages, streamed, message, started, attempt)
                 if not retryable or attempt > self.max_retries:
                     suffix = f" after {attempt} attempts" if attempt > 1 else ""
-                    raise ModelCallError(f"{message}{suffix}", retryable, attempt) from None
+                    raise ModelCallError(f"{message}{suffix}", retryable, attempt,
+                                         context_window=isinstance(error, litellm.ContextWindowExceededError)) from None
                 delay = wait if wait is not None else self._backoff(attempt)
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise ModelCallError(f"{message} (no time left to retry)", retryable, attempt) from None
                 await asyncio.sleep(delay)
                 continue
-            usage = getattr(response, "usage", None)
             return Completion(
                 text=text,
                 model=endpoint.model,
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                **usage_counts(getattr(response, "usage", None)),
                 cost_usd=self._cost(litellm, response, endpoint),
                 latency_s=time.monotonic() - started,
                 attempts=self._attempts(response, attempt),
@@ -167,6 +166,34 @@ def _reply_parts(response: Any) -> tuple[str, str | None, list[dict[str, Any]] |
     return content or "", reasoning if isinstance(reasoning, str) else None, plain or None
 
 
+def usage_counts(usage: Any) -> dict[str, int]:
+    """The token counts of a response's ``usage`` (an object or a dict, of a
+    whole or a streamed reply), as :class:`Completion` fields. Cache reads and
+    writes are parts of ``prompt_tokens``: litellm reports them as Anthropic
+    does (``cache_read_input_tokens``, ``cache_creation_input_tokens``;
+    Anthropic, Bedrock, Gemini) or in ``prompt_tokens_details``
+    (``cached_tokens``, ``cache_write_tokens``; every provider, OpenAI's
+    automatic cache too)."""
+    details = _field(usage, "prompt_tokens_details")
+    read = _field(usage, "cache_read_input_tokens") or _field(details, "cached_tokens")
+    write = (_field(usage, "cache_creation_input_tokens") or _field(details, "cache_write_tokens")
+             or _field(details, "cache_creation_tokens"))
+    return {"prompt_tokens": _whole(_field(usage, "prompt_tokens")),
+            "completion_tokens": _whole(_field(usage, "completion_tokens")),
+            "cache_read_tokens": _whole(read), "cache_write_tokens": _whole(write)}
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _whole(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
 def _count(litellm: Any, model: str, **what: Any) -> int:
     try:
         return int(litellm.token_counter(model=model, **what))
@@ -209,4 +236,4 @@ def has_price(litellm: Any, model: str) -> bool:
     return _PRICED[model]
 
 
-__all__ = ["LiteLLMClient", "call_kwargs"]
+__all__ = ["LiteLLMClient", "call_kwargs", "usage_counts"]

@@ -39,6 +39,8 @@ class Completion:
     deployment: dict[str, str] | None = None  # which deployment of a Router's answered (id, api_base)
     broken_off: str | None = None  # a streamed reply that broke off and was kept as far as it came: why
     first_token_s: float | None = None  # streamed: seconds from the request to the first token
+    cache_read_tokens: int = 0  # of prompt_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to it (priced higher by some providers)
 
 
 class StreamListener:
@@ -56,10 +58,11 @@ class StreamListener:
 class ModelCallError(Exception):
     """A call failed for good (after retries, or at once for errors retrying cannot fix)."""
 
-    def __init__(self, message: str, retryable: bool, attempts: int = 1) -> None:
+    def __init__(self, message: str, retryable: bool, attempts: int = 1, *, context_window: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.attempts = attempts
+        self.context_window = context_window  # the provider said the prompt is longer than the model's window
 
 
 class ModelClient:

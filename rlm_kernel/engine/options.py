@@ -30,7 +30,7 @@ class Option:
     kind: str  # "text" | "whole" | "real" | "flag"
     default: Any = None
     help: str = ""
-    group: str = "budgets"  # the heading in --help: models, budgets, trust, calls
+    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, calls
     lowest: float = 0  # numbers: the smallest value allowed
     above: bool = False  # real numbers: must be above `lowest`, not equal to it
     env: str | None = None  # unset: the value of this environment variable
@@ -38,6 +38,7 @@ class Option:
     flag: bool = True  # a command-line and %%rlm flag (False: Python keyword only)
     secret: bool = False  # never shown, written or recorded
     limit: bool = False  # recorded among the run's limits in the notebook
+    choices: tuple[str, ...] = ()  # text options: the values allowed (empty: any)
 
     @property
     def flag_name(self) -> str:
@@ -48,7 +49,9 @@ class Option:
         if value is None:
             return None
         if self.kind == "text":
-            return None if isinstance(value, str) else f"must be a str, got {value!r}"
+            if not isinstance(value, str):
+                return f"must be a str, got {value!r}"
+            return None if not self.choices or value in self.choices else f"must be {' or '.join(self.choices)}, got {value!r}"
         if self.kind == "flag":
             return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
         if self.kind == "whole":
@@ -65,6 +68,8 @@ class Option:
     def parse(self, text: str) -> Any:
         """A flag's text as a value (an argparse ``type``: says what is wrong in its words)."""
         if self.kind == "text":
+            if self.choices and text not in self.choices:
+                raise argparse.ArgumentTypeError(f"expected {' or '.join(self.choices)}, got {text!r}")
             return text
         if self.kind == "whole":
             try:
@@ -116,6 +121,10 @@ OPTIONS: tuple[Option, ...] = (
            above=True, limit=True),
     Option("concurrency", "whole", 64, "sub-calls in flight at once, shared by the whole run (default 64)",
            lowest=1, limit=True),
+    Option("max_history_tokens", "whole", None, "tokens the root model's history may reach before its older steps are "
+           "compacted (default: 85 percent of the model's input window per litellm)", group="history", lowest=1000),
+    Option("compact_with", "text", "root", "the model that summarises compacted steps: root or sub (default root)",
+           group="history", choices=("root", "sub")),
     Option("max_output_chars", "whole", 10_000,
            "characters of each cell's output shown to the root model (default 10000)", lowest=100, limit=True),
     Option("no_network_in_code", "flag", False,
@@ -132,7 +141,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
-GROUPS = ("models", "budgets", "trust", "calls")
+GROUPS = ("models", "budgets", "history", "trust", "calls")
 
 
 def _run_options_class() -> type:

@@ -42,6 +42,8 @@ class RunResult:
             "replayed_subcalls": self.replayed_subcalls,
             "usage": {m: {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
                           "calls": u["calls"], "cost_usd": u["cost_usd"],
+                          "cache_read_tokens": u.get("cache_read_tokens", 0),
+                          "cache_write_tokens": u.get("cache_write_tokens", 0),
                           **({"deployments": u["deployments"]} if u.get("deployments") else {})}
                       for m, u in self.usage.items()},
             "cost_usd": self.cost_usd,

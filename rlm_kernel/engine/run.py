@@ -22,6 +22,7 @@ from nbformat import NotebookNode
 from .._words import plural
 from . import prompts, trajectory
 from .approval import Approver
+from .compaction import Compactor, ContextWindowFull
 from .engine_loop import submit
 from .execution import Executor, PlainExecutor
 from .model_client import Completion, ModelCallError, ModelEndpoint
@@ -98,6 +99,7 @@ class Run:
         self.helpers = SubcallHelpers(self)
         self.entries = Entries(self)
         self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
+        self.compactor = Compactor(self)  # keeps the history inside the root model's window
         self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
         self._cell_subcalls: list[SubcallRecord] | None = None
         self._last_status = 0.0
@@ -175,6 +177,8 @@ class Run:
             "depth": self.depth, "subcalls": budget.subcalls,
             "subcalls_running": self.tree.subcalls_running, "subcalls_queued": self.tree.subcalls_queued,
             "tokens": budget.ledger.tokens, "cost_usd": budget.ledger.cost_usd,
+            "cache_read_tokens": budget.ledger.cache_read_tokens, "cache_write_tokens": budget.ledger.cache_write_tokens,
+            "compactions": self.compactor.count,
             "known_cost_usd": budget.ledger.known_cost, "elapsed_s": round(time.monotonic() - self.started, 2),
             "root": self.root_phase() if state == "running" else None,
         }
@@ -278,12 +282,12 @@ class Run:
         self.reply_source = source = ReplyStream(self, step, early=self.approver is None)
         ticker = asyncio.ensure_future(self._tick())
         if not self.tree.options.no_stream and not self.endpoint.json_steps:
-            call = asyncio.ensure_future(self._root_call(messages, source))
+            call = asyncio.ensure_future(self.compactor.call(messages, lambda sent: self._root_call(sent, source)))
             call.add_done_callback(lambda _: ticker.cancel())
             source.attach(call)
             return source
         try:
-            completion = await self._root_call(messages)
+            completion = await self.compactor.call(messages, self._root_call)
         finally:
             ticker.cancel()
         whole = WholeReply(parse_reply(completion.text, completion.reasoning, completion.thinking_blocks))
@@ -314,6 +318,8 @@ class Run:
             problem = tree.budget.exhausted()
             if problem is not None:
                 raise Stop(problem.reason, str(problem)) from None
+            if failure.context_window:
+                raise ContextWindowFull(self.endpoint.model) from None
             raise Stop("error", f"The root model call failed: {failure}.") from None
         tree.budget.charge(completion)
         self.add_tokens(completion.prompt_tokens, completion.completion_tokens)

@@ -64,6 +64,9 @@ class Sink:
     def status(self, run: Run, status: dict[str, Any]) -> None:
         """The run's figures (step, sub-calls, tokens, cost, time) changed."""
 
+    def note(self, run: Run, text: str) -> None:
+        """A sentence for the person watching the run (not for the model), said once."""
+
     def run_ended(self, run: Run, result: RunResult) -> None:
         """The run is over; ``result`` says how."""
 
@@ -94,6 +97,7 @@ class MultiSink(Sink):
     subcalls_started = _to_each("subcalls_started")
     subcalls_finished = _to_each("subcalls_finished")
     status = _to_each("status")
+    note = _to_each("note")
     run_ended = _to_each("run_ended")
 
     def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:

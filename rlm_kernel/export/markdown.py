@@ -69,6 +69,8 @@ def _body(run: RunView) -> list[str]:
                 current = step
                 out.append(_step_header(step))
             out.append(_agent_cell(run, cell))
+        elif rlm_meta(cell).get("compaction") and rlm_meta(cell).get("run_id") == run.run_id:
+            out.append(source(cell).strip() + "\n")
         elif not rlm_meta(cell).get("role") or rlm_meta(cell).get("role") == "human":
             out.append(_human_cell(cell))
     return out

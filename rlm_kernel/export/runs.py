@@ -350,7 +350,7 @@ def _view(cells: list[Any], run_id: str, record: dict[str, Any], notebook: str, 
             query_index = index
         elif role == "answer":
             answer_cell = cell
-        elif role in ("thought", "code"):
+        elif role in ("thought", "code") and not meta.get("compaction"):  # a compaction is no part of a reply
             first_agent = index if first_agent is None else first_agent
             number = meta.get("step")
             step = steps.setdefault(number, Step(int(number or 0)))

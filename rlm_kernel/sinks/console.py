@@ -88,6 +88,14 @@ class ConsoleSink(Sink):
         self._write(f"\r\x1b[K  step {status.get('iteration')}: root model {what} · {root.get('elapsed_s', 0):.0f} s")
         self._line = True
 
+    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+        if cell.metadata.get("rlm", {}).get("compaction") and not run.depth:
+            self._say("  " + cell.source.split("\n", 1)[0].replace("**", ""))
+
+    def note(self, run: Run, text: str) -> None:
+        if not run.depth:
+            self._say(f"note: {text}")
+
     def cell_finished(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:
             return

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._words import plural, price_text, tokens_text
+from .._words import cached_text, compactions_text, plural, price_text, tokens_text
 from ..engine.sink import Sink
 
 if TYPE_CHECKING:
@@ -27,15 +27,18 @@ if TYPE_CHECKING:
 
 
 def status_line(status: dict[str, Any]) -> str:
-    """``RLM step 3/30 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok · $0.021 · 1:07``"""
+    """``RLM step 3/30 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok (31.0k cached) ·
+    history compacted · $0.021 · 1:07``"""
     elapsed = int(status.get("elapsed_s") or 0)
     state = status.get("state", "running")
     head = "RLM" if state == "running" else f"RLM {status.get('reason') or state}"
+    compactions = status.get("compactions") or 0
     return " · ".join([
         f"{head} · step {status.get('iteration', 0)}/{status.get('max_iterations', '?')}",
         *([root] if (root := root_text(status)) else []),
         subcalls_text(status),
-        tokens_text(status.get("tokens") or 0),
+        tokens_text(status.get("tokens") or 0) + cached_text(status.get("cache_read_tokens") or 0),
+        *([compactions_text(compactions)] if compactions else []),
         price_text(status.get("cost_usd"), status.get("known_cost_usd") or 0.0),
         f"{elapsed // 60}:{elapsed % 60:02d}",
     ])
@@ -116,6 +119,8 @@ class DisplaySink(Sink):
             text = f"```python\n{cell.source}\n```"
         step = cell.metadata["rlm"].get("step")
         label = {"thought": "thought", "code": "code", "answer": "answer"}.get(role or "", role)
+        if cell.metadata["rlm"].get("compaction"):
+            label = "history compacted"
         header = f"**[step {step} · {label}]**\n\n" if role != "answer" else ""
         data = {"text/markdown": header + text, "text/plain": text}
         self._post(lambda: _display(data))
@@ -128,6 +133,10 @@ class DisplaySink(Sink):
         closing = run.cells[-1]
         data = {"text/markdown": closing.source, "text/plain": result.answer_text or closing.source}
         self._post(lambda: _display(data))
+
+    def note(self, run: Run, text: str) -> None:
+        if not run.depth:
+            self._post(lambda: _display({"text/markdown": f"*{text}*", "text/plain": text}))
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:

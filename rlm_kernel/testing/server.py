@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from . import anthropic
 from .faults import FAULT_KINDS, Faults  # noqa: F401 - also read from here
 
 
@@ -160,6 +161,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if reply.raw_body is not None:
                 self._send_raw(reply.status, reply.raw_body, reply.headers)
+                return
+            if self.path.endswith("/messages"):  # the Anthropic Messages API: testing/anthropic.py
+                sent = anthropic.answer(self, body, reply)
+                if sent is not None:
+                    owner._answered(body, sent)
                 return
             if reply.status != 200:
                 error = {"error": {"message": reply.text or "scripted error", "type": "scripted"}}
