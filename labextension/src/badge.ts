@@ -2,7 +2,9 @@
  * The agent marker: cells whose `metadata.rlm.role` says the root model wrote
  * them get the class `rlm-agent-cell` and a small "RLM" badge; the answer cell
  * gets `rlm-answer-cell` as well, and the closing cell of a run that ended
- * without an answer `rlm-ended-cell` instead. Driven by metadata alone, so it also marks
+ * without an answer `rlm-ended-cell` instead; a cell that says the root model's
+ * history was compacted (`metadata.rlm.compaction`) gets `rlm-compaction-cell`
+ * and the state "compacted". Driven by metadata alone, so it also marks
  * the cells of a saved notebook when it is reopened.
  */
 import type { Cell, ICellModel } from '@jupyterlab/cells';
@@ -14,6 +16,7 @@ import { AGENT_ROLES } from './protocol';
 export const AGENT_CELL_CLASS = 'rlm-agent-cell';
 export const ANSWER_CELL_CLASS = 'rlm-answer-cell';
 export const ENDED_CELL_CLASS = 'rlm-ended-cell';
+export const COMPACTION_CELL_CLASS = 'rlm-compaction-cell';
 const BADGE_CLASS = 'rlm-badge';
 
 interface IRlmMetadata {
@@ -24,6 +27,33 @@ interface IRlmMetadata {
   superseded?: unknown;
   subcalls?: unknown;
   draft?: unknown;
+  compaction?: unknown;
+}
+
+/** The steps a compaction cell summarised (`[first, last]`), else null. */
+export function compactedSteps(meta: { compaction?: unknown }): [number, number] | null {
+  const facts = meta.compaction;
+  if (typeof facts !== 'object' || facts === null) {
+    return null;
+  }
+  const steps = (facts as { steps?: unknown }).steps;
+  return Array.isArray(steps) &&
+    steps.length === 2 &&
+    typeof steps[0] === 'number' &&
+    typeof steps[1] === 'number'
+    ? [steps[0], steps[1]]
+    : null;
+}
+
+/** The model that wrote a compaction's summary. */
+function summariser(meta: { compaction?: unknown }): string {
+  const by = (meta.compaction as { by?: unknown } | undefined)?.by;
+  return typeof by === 'string' ? by : 'a model';
+}
+
+/** `steps 1-5`, `step 3`. */
+export function stepsText([first, last]: [number, number]): string {
+  return first === last ? `step ${first}` : `steps ${first}-${last}`;
 }
 
 /** A person pinned an edited sub-call response in this cell. */
@@ -96,7 +126,8 @@ function decorate(cell: Cell): void {
     meta.run_id,
     meta.superseded,
     hasPin(meta),
-    meta.draft
+    meta.draft,
+    compactedSteps(meta)
   ]);
   if (decorated.get(cell) === key) {
     return;
@@ -114,6 +145,8 @@ function decorate(cell: Cell): void {
   cell.toggleClass('rlm-pinned-cell', hasPin(meta));
   // A cell of a streaming reply that the model is still writing.
   cell.toggleClass('rlm-draft-cell', meta.draft === true);
+  const compacted = compactedSteps(meta);
+  cell.toggleClass(COMPACTION_CELL_CLASS, compacted !== null);
 
   let badge = cell.node.querySelector<HTMLElement>(`:scope > .${BADGE_CLASS}`);
   if (!isAgent) {
@@ -129,7 +162,8 @@ function decorate(cell: Cell): void {
   const states = [
     ...(meta.superseded === true ? ['superseded'] : []),
     ...(hasPin(meta) ? ['pinned'] : []),
-    ...(meta.draft === true ? ['writing'] : [])
+    ...(meta.draft === true ? ['writing'] : []),
+    ...(compacted ? ['compacted'] : [])
   ];
   badge.textContent = ended ? 'RLM ended' : role === 'answer' ? 'RLM answer' : 'RLM';
   for (const state of states) {
@@ -156,5 +190,13 @@ function decorate(cell: Cell): void {
   if (meta.draft === true) {
     details.push('the model is still writing it');
   }
-  badge.title = `Written by the RLM root model (${details.join(', ')})`;
+  if (compacted) {
+    details.push(
+      `the history was compacted here: ${stepsText(compacted)} summarised, the summary below ` +
+        'is what the root model reads instead of them'
+    );
+  }
+  badge.title = compacted
+    ? `Written by the RLM run, the summary by ${summariser(meta)} (${details.join(', ')})`
+    : `Written by the RLM root model (${details.join(', ')})`;
 }

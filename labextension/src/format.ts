@@ -16,6 +16,16 @@ export function formatTokens(tokens: number): string {
   return `${(tokens / 1_000_000).toFixed(2)}M tok`;
 }
 
+/** ` (31.0k cached)`: of the tokens, those read from the provider's prompt cache; `` when none. */
+export function formatCached(cached: number): string {
+  return cached > 0 ? ` (${formatTokens(cached).replace(/ tok$/, '')} cached)` : '';
+}
+
+/** `history compacted`, `history compacted 2×`; `` when never. */
+export function formatCompactions(count: number): string {
+  return count > 0 ? `history compacted${count > 1 ? ` ${count}×` : ''}` : '';
+}
+
 /** `$1.25`, `$0.021`, `$0.00042`: two significant digits at least. */
 export function formatMoney(usd: number): string {
   if (!(usd > 0)) {

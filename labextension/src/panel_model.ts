@@ -166,6 +166,23 @@ function buildSteps(
       byStep.set(step, build);
     }
     const { node, point } = build;
+    const compaction = asDict(meta.compaction);
+    if (compaction) {
+      // The root model's history was compacted before this step: its
+      // summarising call is part of the step's cost.
+      const usage = asDict(compaction.usage) ?? {};
+      const tally = callTally(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd);
+      addTally(node.tally, tally);
+      point.rootTokens += totalTokens(tally);
+      const steps = Array.isArray(compaction.steps) ? compaction.steps : [];
+      const [first, last] = [asNumber(steps[0]), asNumber(steps[1])];
+      node.label = `Step ${step} · compacted`;
+      node.detail =
+        first !== null && last !== null
+          ? `history compacted (${first === last ? `step ${first}` : `steps ${first}-${last}`} summarised)`
+          : 'history compacted';
+      continue;
+    }
     const root = asDict(meta.root_call);
     if (root) {
       const tally = callTally(root.prompt_tokens, root.completion_tokens, root.cost_usd);
@@ -193,7 +210,8 @@ function buildSteps(
       }
     }
     if (role === 'answer') {
-      node.detail = reason === 'final' ? 'answer' : `ended: ${reason ?? '?'}`;
+      const ending = reason === 'final' ? 'answer' : `ended: ${reason ?? '?'}`;
+      node.detail = node.detail ? `${node.detail} · ${ending}` : ending;
     }
   }
   const builds = [...byStep.values()].sort((a, b) => a.point.step - b.point.step);

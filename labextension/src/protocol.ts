@@ -108,6 +108,11 @@ export interface IStatus extends IOpBase {
   cost_usd: number | null;
   /** The sum of the known prices, when some call's price is unknown. */
   known_cost_usd?: number;
+  /** Of the prompt tokens: read from the provider's prompt cache, and written to it. */
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  /** How many times this run's history was compacted. */
+  compactions?: number;
   elapsed_s: number;
   reason?: string;
   /** While the step's root call runs (else null or absent). */

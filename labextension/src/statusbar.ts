@@ -2,13 +2,21 @@
  * The status bar items: progress of the current notebook's run, and the
  * kernel session's replayed / new sub-calls once re-run cells replayed any.
  *
- *   RLM step 3/20 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok · $0.021 · 1:07
+ *   RLM step 3/20 · 66 sub-calls: 12 done, 50 running, 4 queued · 48.2k tok (31.0k cached) · history compacted · $0.021 · 1:07
  *   RLM replay: 12 sub-calls replayed · 1 new
  */
 import { type ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { formatClock, formatCost, formatRoot, formatSubcalls, formatTokens } from './format';
+import {
+  formatCached,
+  formatClock,
+  formatCompactions,
+  formatCost,
+  formatRoot,
+  formatSubcalls,
+  formatTokens
+} from './format';
 import type { IReplayCounts, IStatus } from './protocol';
 
 /** Where the item reads a notebook's latest status from. */
@@ -25,14 +33,26 @@ export function formatStatus(status: IStatus, elapsedS: number, sinceReceiptS = 
     `RLM step ${status.iteration}/${status.max_iterations}`,
     ...(root ? [root] : []),
     formatSubcalls(status.subcalls, status.subcalls_running ?? 0, status.subcalls_queued ?? 0),
-    formatTokens(status.tokens),
+    formatTokens(status.tokens) + formatCached(status.cache_read_tokens ?? 0),
+    formatCompactions(status.compactions ?? 0),
     formatCost(status.cost_usd, status.known_cost_usd ?? 0),
     formatClock(elapsedS)
-  ];
+  ].filter(part => part !== '');
   if (status.state === 'ended') {
     parts.push(status.reason ? `ended: ${status.reason}` : 'ended');
   }
   return parts.join(' · ');
+}
+
+/** The item's tooltip: what the line abbreviates (the prompt cache's reads and writes). */
+export function statusTitle(status: IStatus): string {
+  const read = status.cache_read_tokens ?? 0;
+  const written = status.cache_write_tokens ?? 0;
+  const cache =
+    read || written
+      ? ` · prompt cache: ${formatTokens(read)} read, ${formatTokens(written)} written`
+      : '';
+  return `Recursive Language Model run${cache}`;
 }
 
 export class RunStatusItem extends Widget {
@@ -101,6 +121,7 @@ export class RunStatusItem extends Widget {
         ? (performance.now() - source.statusReceivedAt) / 1000
         : 0;
     this.node.textContent = formatStatus(status, status.elapsed_s + sinceReceipt, sinceReceipt);
+    this.node.title = statusTitle(status);
   }
 
   private startClock(): void {

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 
-import { formatCost, formatMoney, formatRoot, formatSubcalls, formatTokens } from '../src/format';
+import {
+  formatCached,
+  formatCompactions,
+  formatCost,
+  formatMoney,
+  formatRoot,
+  formatSubcalls,
+  formatTokens
+} from '../src/format';
 
 // The same rows as tests/test_words.py: the page and the kernel write figures alike.
 const TOKENS: Array<[number, string]> = [
@@ -41,6 +49,14 @@ describe('format', () => {
     expect(formatSubcalls(66, 50, 4)).toBe('66 sub-calls: 12 done, 50 running, 4 queued');
     expect(formatSubcalls(66, 2)).toBe('66 sub-calls: 64 done, 2 running');
     expect(formatSubcalls(1)).toBe('1 sub-call');
+  });
+
+  it('says what was cached and compacted as the kernel does (tests/test_words.py)', () => {
+    expect(formatCached(91_000)).toBe(' (91.0k cached)');
+    expect(formatCached(0)).toBe('');
+    expect(formatCompactions(0)).toBe('');
+    expect(formatCompactions(1)).toBe('history compacted');
+    expect(formatCompactions(2)).toBe('history compacted 2×');
   });
 });
 

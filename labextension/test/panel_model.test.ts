@@ -141,6 +141,43 @@ describe('tallies', () => {
 });
 
 describe('buildRuns', () => {
+  it("puts a compaction in the step it came before, with its summarising call's cost", () => {
+    const cells = finishedRun();
+    const at = cells.findIndex(c => c.id === 't2');
+    cells.splice(
+      at,
+      0,
+      cell(
+        'k',
+        {
+          role: 'thought',
+          run_id: 'r1',
+          step: 2,
+          compaction: {
+            steps: [1, 1],
+            tokens_before: 5000,
+            tokens_after: 900,
+            by: 'openai/root',
+            trigger: 'limit',
+            usage: { prompt_tokens: 700, completion_tokens: 50, cost_usd: 0.005 }
+          }
+        },
+        '**History compacted**: step 1 summarised',
+        'markdown'
+      )
+    );
+    const [run] = buildRuns(cells);
+    const [, step2] = run.node.children;
+    expect(run.node.children).toHaveLength(2);
+    expect(step2.cellId).toBe('k');
+    expect(step2.label).toBe('Step 2 · compacted');
+    expect(step2.detail).toBe('history compacted (step 1 summarised) · answer');
+    expect(step2.tally.promptTokens).toBe(900);
+    expect(step2.tally.costUsd).toBeCloseTo(0.025);
+    expect(run.points[1].rootTokens).toBe(980);
+    expect(step2.model).toBe('openai/root');
+  });
+
   it('builds one run per run id, leading to its %%rlm cell', () => {
     const [run, ...others] = buildRuns(finishedRun());
     expect(others).toEqual([]);
