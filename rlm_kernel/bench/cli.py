@@ -130,6 +130,8 @@ def _realistic_options(parser: argparse.ArgumentParser) -> None:
                        help="multiply every time of the script (0.1: ten times faster; default 1)")
     group.add_argument("--harness", action="append", choices=("ours", "rlms"), dest="harnesses",
                        help="run only this library (repeatable; default both)")
+    group.add_argument("--ours-concurrency", type=_positive_int, metavar="N",
+                       help="a diagnosis: run ours with this many sub-calls in flight instead of its default")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -230,7 +232,8 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
 
         params = module.Params(seed=args.seed, steps=args.steps, batches=args.batches, prompts=args.prompts,
                                time_scale=args.time_scale)
-        results = module.run_realistic(params, harnesses=args.harnesses, progress=progress)
+        ours = {"concurrency": args.ours_concurrency} if args.ours_concurrency else None
+        results = module.run_realistic(params, harnesses=args.harnesses, ours_options=ours, progress=progress)
     elif name == "load":
         from . import load as module
 

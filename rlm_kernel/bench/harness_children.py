@@ -45,7 +45,7 @@ class _Ours:
             notebook: bool, query: str = QUERY) -> dict[str, Any]:
         rlm = self._rlm_class(
             f"openai/{root_model}", f"openai/{sub_model}", api_base=self.cfg["url"], api_key="bench",
-            max_iterations=max_iterations,
+            max_iterations=max_iterations, **self.cfg.get("ours_options", {}),
         )
         output = os.path.join(self._tmp, "run.ipynb") if notebook else None
         result = rlm.completion(context, query, output=output)

@@ -25,7 +25,15 @@ from typing import Any
 
 from . import BenchError, BenchServer, Progress, machine_info, maxrss_bytes, median, quiet
 from .realistic_report import format_markdown, format_text, script_lines
-from .realistic_script import QUERY, ROOT_MODEL, SUB_MODEL, Params, RealisticScript, ScriptResponder, make_script
+from .realistic_script import (
+    QUERY,
+    ROOT_MODEL,
+    SUB_MODEL,
+    Params,
+    RealisticScript,
+    ScriptResponder,
+    make_script,
+)
 
 HARNESSES = ("ours", "rlms")
 IDEAL_TARGET = 1.1  # ours / the critical-path ideal
@@ -37,8 +45,10 @@ def child_realistic(cfg: dict[str, Any]) -> dict[str, Any]:
 
     started = time.perf_counter()
     harness = make_harness(cfg)
+    concurrency = cfg.get("ours_options", {}).get("concurrency") if harness.name == "ours" else None
     info: dict[str, Any] = {"harness": harness.name, "version": harness.version(),
-                            "concurrency": harness.concurrency(), "import_s": round(time.perf_counter() - started, 3)}
+                            "concurrency": concurrency or harness.concurrency(),
+                            "import_s": round(time.perf_counter() - started, 3)}
     params = Params(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["params"].items()})
     script = make_script(params)
     context = script.context()
@@ -53,8 +63,11 @@ def child_realistic(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_realistic(params: Params | None = None, *, harnesses: tuple[str, ...] | list[str] | None = None,
-                  progress: Progress = quiet, timeout: float = 1800.0) -> dict[str, Any]:
-    """Run the script through each library; return the figures and verdicts."""
+                  ours_options: dict[str, Any] | None = None, progress: Progress = quiet,
+                  timeout: float = 1800.0) -> dict[str, Any]:
+    """Run the script through each library; return the figures and verdicts.
+    ``ours_options`` (e.g. ``{"concurrency": 128}``) changes our settings for
+    a diagnosis; the report then says ours did not run at its defaults."""
     from . import run_child
     from .harness import rlms_version
 
@@ -65,9 +78,13 @@ def run_realistic(params: Params | None = None, *, harnesses: tuple[str, ...] | 
     if "rlms" in wanted and rlms_version() is None:
         wanted.remove("rlms")
         notes.append("rlms is not installed (pip install 'rlm-kernel[bench]'); only ours ran.")
+    if ours_options:
+        changed = ", ".join(f"{k}={v!r}" for k, v in ours_options.items())
+        notes.append(f"ours ran with {changed}, not at its defaults (a diagnosis, not the benchmark).")
     results: dict[str, Any] = {
         "benchmark": "realistic", "machine": machine_info(), "notes": notes,
-        "config": {"harnesses": wanted, "order": "one after the other, each against a fresh server"},
+        "config": {"harnesses": wanted, "order": "one after the other, each against a fresh server",
+                   "ours_options": dict(ours_options or {})},
         "script": script.describe(), "runs": {},
     }
     progress("the script, fixed before measuring:\n  " + "\n  ".join(script_lines(results)))
@@ -77,7 +94,8 @@ def run_realistic(params: Params | None = None, *, harnesses: tuple[str, ...] | 
         responder = ScriptResponder(script)
         server = BenchServer(responder).start()
         try:
-            cfg = {"harness": name, "url": server.url, "params": asdict(params)}
+            cfg = {"harness": name, "url": server.url, "params": asdict(params),
+                   "ours_options": dict(ours_options or {})}
             child = run_child("rlm_kernel.bench.realistic:child_realistic", cfg, timeout=timeout)
         finally:
             server.stop()

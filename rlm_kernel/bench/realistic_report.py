@@ -58,7 +58,7 @@ def _rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     seen = [r["server"] for r in runs]
     rows = [
         ["version", *(str(r["version"]) for r in runs)],
-        ["default concurrency (sub-calls in flight)", *(str(r["concurrency"]) for r in runs)],
+        ["concurrency (sub-calls in flight; default unless noted)", *(str(r["concurrency"]) for r in runs)],
         ["wall time of completion()", *(_s(r["wall_s"]) for r in runs)],
         ["  / the critical-path ideal", *(fmt_ratio(summ[n]["to_ideal"], 3) for n in names)],
         ["  over the ideal", *(_s(summ[n]["over_ideal_s"]) for n in names)],

@@ -64,8 +64,8 @@ class Params:
         for low, high in (self.tokens, self.tokens_per_s, self.ttft_s, self.sub_latency_s):
             if not 0 <= low <= high:
                 raise BenchError(f"a range must run from low to high, got {low}-{high}")
-        if self.tokens[0] < 120:
-            raise BenchError("replies need at least 120 tokens (the code blocks take up to ~110)")
+        if self.tokens[0] < 150:
+            raise BenchError("replies need at least 150 tokens (a batch step's code and first sentence take ~140)")
 
 
 @dataclass
@@ -220,6 +220,8 @@ def make_script(params: Params) -> RealisticScript:
         code = _code(step, params.steps, batch, done, rng, params)
         target = rng.randint(params.tokens[0], max(params.tokens[0], params.tokens[1] - 3))
         text, count = _reply(step, code, target, rng)
+        if count > params.tokens[1]:
+            raise BenchError(f"step {step}'s reply needs {count} tokens, more than {params.tokens[1]}")
         steps.append(StepPlan(step, text, count, rng.uniform(*params.ttft_s) * scale,
                               rng.uniform(*params.tokens_per_s) / scale, batch))
         if batch is not None:
