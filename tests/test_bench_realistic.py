@@ -52,6 +52,15 @@ def test_the_script_keeps_its_parameters_and_its_seed() -> None:
     assert math.isclose(script.ideal()["root_total_s"], root)
 
 
+def test_the_least_a_batch_takes_at_a_concurrency() -> None:
+    script = make_script(TINY)
+    script.latencies[1] = [3.0, 1.0, 1.0, 2.0, 1.0, 1.0]
+    assert script.batch_bound(1, 6) == 3.0
+    assert script.batch_bound(1, 1) == 9.0
+    assert script.batch_bound(1, 2) == 5.0  # slots: 3 then 1 (ends 4) | 1, 1, 2 (ends 4), then the last 1 ends at 5
+    assert script.batch_bound(1, 3) == 3.0
+
+
 def test_a_sub_call_gets_the_same_latency_for_the_same_prompt() -> None:
     script = make_script(TINY)
     prompt = "[batch 1 part 4] How many place names does this part mention?\n\nsome text"
@@ -96,6 +105,10 @@ def test_both_libraries_run_the_script_to_its_answer() -> None:
         (batch,) = seen["batches"].values()
         assert batch["subcalls"] == 6 and batch["step"] == 2
         assert math.isclose(batch["slowest_s"], max(script.latencies[1]))
+        # 6 prompts: both libraries' concurrency holds the whole batch, so the least it allows is its slowest call
+        assert math.isclose(batch["bound_s"], batch["slowest_s"])
+        own = results["summary"]["runs"][name]["own_ideal_s"]
+        assert math.isclose(own, ideal)
         assert math.isclose(results["summary"]["runs"][name]["to_ideal"], child["wall_s"] / ideal)
         walls[name] = child["wall_s"]
     assert results["runs"]["ours"]["run"]["reason"] == "final"

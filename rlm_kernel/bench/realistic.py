@@ -142,6 +142,7 @@ def timeline(responder: ScriptResponder, child: dict[str, Any], script: Realisti
             "after_reply_s": first - (sender["requested"] + sender["generation_s"]) if sender else None,
         }
         batches[batch]["excess_s"] = batches[batch]["span_s"] - batches[batch]["slowest_s"]
+        batches[batch]["bound_s"] = script.batch_bound(batch, child["concurrency"])
     plain_gaps = [s["gap_s"] for s in steps[:-1] if s["batch"] is None]
     return {
         "root_requests": len(roots), "streamed": sum(1 for r in roots if r["stream"]),
@@ -180,8 +181,11 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     ideal = results["script"]["ideal"]["ideal_s"]
     out: dict[str, Any] = {"ideal_s": ideal, "runs": {}}
     for name, child in results["runs"].items():
+        bounds = [b["bound_s"] for b in child["server"]["batches"].values()]
+        own = results["script"]["ideal"]["root_total_s"] + sum(bounds)
         out["runs"][name] = {"wall_s": child["wall_s"], "to_ideal": child["wall_s"] / ideal,
-                             "over_ideal_s": child["wall_s"] - ideal}
+                             "over_ideal_s": child["wall_s"] - ideal, "own_ideal_s": own,
+                             "to_own_ideal": child["wall_s"] / own}
     targets: dict[str, Any] = {}
     ours, rlms = out["runs"].get("ours"), out["runs"].get("rlms")
     if ours:

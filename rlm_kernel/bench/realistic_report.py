@@ -37,7 +37,7 @@ def script_lines(results: dict[str, Any]) -> list[str]:
         f"{_range(d['tokens_per_s'])} tokens/s after a {_range(d['ttft_s'], ' s')} time to first token{scaled}",
         "the server streams a reply token by token when asked (ours asks), or sends it whole after the same "
         "time (rlms)",
-        "each reply is prose, then one ```repl block that ends it; no reasoning field (ours runs a closed block "
+        "each reply is prose, then one repl code block that ends it; no reasoning field (ours runs a closed block "
         "early only once it has seen a whole reply of the model; with the block last, that costs nothing)",
         f"steps {', '.join(map(str, d['batch_steps'])) or '(none)'} each send llm_query_batched over "
         f"{d['prompts']} prompts ({d['chunk_chars']:,}-character slices of a {d['context_chars']:,}-character "
@@ -62,6 +62,9 @@ def _rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ["wall time of completion()", *(_s(r["wall_s"]) for r in runs)],
         ["  / the critical-path ideal", *(fmt_ratio(summ[n]["to_ideal"], 3) for n in names)],
         ["  over the ideal", *(_s(summ[n]["over_ideal_s"]) for n in names)],
+        ["the ideal at its own concurrency (each batch queued in prompt order)",
+         *(_s(summ[n]["own_ideal_s"]) for n in names)],
+        ["  wall time / that", *(fmt_ratio(summ[n]["to_own_ideal"], 3) for n in names)],
         ["answer", *(repr(r["run"].get("answer")) for r in runs)],
         ["root requests (streamed)", *(f"{s['root_requests']} ({s['streamed']})" for s in seen)],
         ["sub-calls the server answered", *(str(s["subcalls"]) for s in seen)],
@@ -78,6 +81,8 @@ def _rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                      *(_s(s["batches"].get(batch, {}).get("after_reply_s")) for s in seen)])
         rows.append([f"  batch {batch}: first sub-call sent to last answered (over its slowest)",
                      *(_batch_cell(s["batches"].get(batch)) for s in seen)])
+        rows.append([f"  batch {batch}: the least its concurrency allows",
+                     *(_s(s["batches"].get(batch, {}).get("bound_s")) for s in seen)])
     rows += [
         ["  the last reply's last token to completion() returning", *(_s(s["end_s"]) for s in seen)],
         ["CPU time of the process during completion()", *(_s(r["cpu_s"]) for r in runs)],

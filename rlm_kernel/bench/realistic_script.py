@@ -21,6 +21,7 @@ batch, its slowest sub-call. It leaves out the code's own execution (slicing a
 
 from __future__ import annotations
 
+import heapq
 import random
 import re
 import threading
@@ -111,6 +112,17 @@ class RealisticScript:
             return Reply(text=f"not a prompt of this script: {prompt[:60]!r}")
         batch, part = int(found[1]), int(found[2])
         return Reply(text=f"count: {self.counts[batch][part]}", delay=self.latencies[batch][part])
+
+    def batch_bound(self, batch: int, concurrency: int) -> float:
+        """How long ``batch`` takes at best with ``concurrency`` calls in flight,
+        queued in prompt order, each taking exactly its latency."""
+        slots = [0.0] * max(1, min(concurrency, len(self.latencies[batch])))
+        end = 0.0
+        for latency in self.latencies[batch]:
+            start = heapq.heappop(slots)
+            heapq.heappush(slots, start + latency)
+            end = max(end, start + latency)
+        return end
 
     def ideal(self) -> dict[str, Any]:
         """The critical path: every root reply's writing time plus each batch's slowest sub-call."""
