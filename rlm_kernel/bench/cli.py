@@ -1,4 +1,4 @@
-"""``rlm-kernel bench harness | context | notebook | all``.
+"""``rlm-kernel bench harness | context | notebook | load | realistic | all | suite``.
 
 Wire into the main parser with::
 
@@ -30,7 +30,10 @@ Benchmarks that print figures measured side by side in one invocation:
   notebook  the .ipynb of a 200-step, 10,000-sub-call run: size, save, re-open
   load      10,000 sub-calls at concurrency 64 with 1% injected faults: wall
             time against the ideal, peak memory, every call accounted for
-  all       harness, context, notebook and load in turn
+  realistic one script that streams like a real model (10 root steps, 3 batches
+            of 100 sub-calls taking 1-3 s) through ours and through rlms: wall
+            time against the critical-path ideal
+  all       harness, context, notebook and load in turn (not realistic)
   suite     long-context suites from real text (sniah, oolong, oolong-pairs,
             multihop, codeqa): score, cost, tokens and time per context length
 """
@@ -116,6 +119,21 @@ def _load_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=_count, default=7, help="seed of the injected faults (default 7)")
 
 
+def _realistic_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("realistic")
+    group.add_argument("--seed", type=_count, default=7, help="seed of the script (default 7)")
+    group.add_argument("--steps", type=_positive_int, default=10, help="root steps (default 10)")
+    group.add_argument("--batches", type=_count, default=3,
+                       help="steps that send an llm_query_batched (default 3)")
+    group.add_argument("--prompts", type=_positive_int, default=100, help="prompts per batch (default 100)")
+    group.add_argument("--time-scale", type=real_number(0.0), default=1.0,
+                       help="multiply every time of the script (0.1: ten times faster; default 1)")
+    group.add_argument("--harness", action="append", choices=("ours", "rlms"), dest="harnesses",
+                       help="run only this library (repeatable; default both)")
+    group.add_argument("--ours-concurrency", type=_positive_int, metavar="N",
+                       help="a diagnosis: run ours with this many sub-calls in flight instead of its default")
+
+
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``bench`` (with ``harness``, ``context``, ``notebook``, ``all``)."""
     bench = subparsers.add_parser(
@@ -139,6 +157,13 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                             description="Wall time against the ideal, peak memory and the accounting of every call.")
     _load_options(load)
     _common(load)
+    realistic = kinds.add_parser(
+        "realistic", help="a script that streams like a real model, through ours and through rlms",
+        description="One seeded script (root replies of 300-600 tokens at 40-80 tokens/s after a 0.5-1 s "
+                    "time to first token; three batches of 100 sub-calls taking 1-3 s) through ours and through "
+                    "rlms, one after the other: wall time against the critical-path ideal.")
+    _realistic_options(realistic)
+    _common(realistic)
     everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
     _context_options(everything)
@@ -161,8 +186,8 @@ def run_bench(args: argparse.Namespace) -> int:
         from .suites.cli import run_suite_command
 
         return run_suite_command(args)
-    if command not in ("harness", "context", "notebook", "load", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, all or suite "
+    if command not in ("harness", "context", "notebook", "load", "realistic", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
     progress = quiet if args.quiet else stderr_progress
@@ -202,6 +227,13 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
 
         sizes = [size for group in args.sizes for size in group]
         results = module.run_context(sizes=sizes, directory=args.tmpdir, progress=progress)
+    elif name == "realistic":
+        from . import realistic as module
+
+        params = module.Params(seed=args.seed, steps=args.steps, batches=args.batches, prompts=args.prompts,
+                               time_scale=args.time_scale)
+        ours = {"concurrency": args.ours_concurrency} if args.ours_concurrency else None
+        results = module.run_realistic(params, harnesses=args.harnesses, ours_options=ours, progress=progress)
     elif name == "load":
         from . import load as module
 

@@ -42,13 +42,13 @@ class _Ours:
         return BY_NAME["concurrency"].default
 
     def run(self, context: str, root_model: str, sub_model: str, max_iterations: int,
-            notebook: bool) -> dict[str, Any]:
+            notebook: bool, query: str = QUERY) -> dict[str, Any]:
         rlm = self._rlm_class(
             f"openai/{root_model}", f"openai/{sub_model}", api_base=self.cfg["url"], api_key="bench",
-            max_iterations=max_iterations,
+            max_iterations=max_iterations, **self.cfg.get("ours_options", {}),
         )
         output = os.path.join(self._tmp, "run.ipynb") if notebook else None
-        result = rlm.completion(context, QUERY, output=output)
+        result = rlm.completion(context, query, output=output)
         info: dict[str, Any] = {
             "answer": result.answer_text, "reason": result.reason, "iterations": result.iterations,
             "subcalls": result.subcalls,
@@ -84,7 +84,7 @@ class _Rlms:
         return inspect.signature(LMHandler.__init__).parameters["batch_max_concurrent"].default
 
     def run(self, context: str, root_model: str, sub_model: str, max_iterations: int,
-            notebook: bool) -> dict[str, Any]:
+            notebook: bool, query: str = QUERY) -> dict[str, Any]:
         kwargs = {"base_url": self.cfg["url"], "api_key": "bench"}
         rlm = self._rlm_class(
             backend="openai", backend_kwargs={"model_name": root_model, **kwargs},
@@ -92,7 +92,7 @@ class _Rlms:
             max_iterations=max_iterations,
         )
         try:
-            result = rlm.completion(context, root_prompt=QUERY)
+            result = rlm.completion(context, root_prompt=query)
         finally:
             rlm.close()
         return {"answer": result.response}
@@ -101,7 +101,7 @@ class _Rlms:
         pass
 
 
-def _harness(cfg: dict[str, Any]) -> _Ours | _Rlms:
+def make_harness(cfg: dict[str, Any]) -> _Ours | _Rlms:
     return _Ours(cfg) if cfg["harness"] == "ours" else _Rlms(cfg)
 
 
@@ -109,7 +109,7 @@ def _child_common(cfg: dict[str, Any]) -> tuple[_Ours | _Rlms, dict[str, Any], s
     from . import make_text
 
     started = time.perf_counter()
-    harness = _harness(cfg)
+    harness = make_harness(cfg)
     info = {
         "harness": harness.name, "version": harness.version(), "concurrency": harness.concurrency(),
         "import_s": round(time.perf_counter() - started, 3), "rss_after_import_bytes": rss_bytes(),

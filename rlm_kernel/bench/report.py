@@ -148,7 +148,7 @@ def machine_text(info: dict[str, Any]) -> str:
 
 # -- BENCHMARKS.md ------------------------------------------------------------------
 
-SECTIONS = ("harness", "context", "notebook", "load", "live")
+SECTIONS = ("harness", "context", "notebook", "load", "realistic", "live")
 # The command that writes each section (the live one needs the UI test harness).
 # Other sections (one per long-context suite run, "suite-<name>") are added
 # at the end when first written.
