@@ -49,6 +49,10 @@ class StreamListener:
     def delta(self, content: str, reasoning: str) -> None:
         """More of the reply: its content, and the provider's reasoning field."""
 
+    def finished(self) -> None:
+        """The reply's content is all here (the provider sent its finish
+        reason); its usage may still follow."""
+
     def broken(self, message: str) -> bool:
         """The stream broke off. True: forget what came and let the call be
         retried; False: keep it, and end the reply where it broke."""

@@ -10,8 +10,9 @@ once ``segments()`` is over.
 When a streamed segment settles (README, "Streaming"): a code block once its
 closing fence has arrived, and everything before it with it, unless the
 reply may still turn it into thinking or each block waits for a person's
-approval (``--approve``: then nothing settles before the reply ends). The
-rest settles when the reply ends. A reply may turn into thinking when a
+approval (``--approve``: then nothing settles before the reply's text is
+whole). The rest settles once the provider says the text is whole (its
+finish reason), before the usage that may follow. A reply may turn into thinking when a
 bare ``</think>`` may still come (``ParsedReply.thinking_may_close``: no
 reasoning field, no tag so far), which models whose chat template opens
 thinking write in every reply: so a model's replies run early only once
@@ -157,6 +158,7 @@ class ReplyStream(StreamListener):
         self._wake = asyncio.Event()
         self._call: asyncio.Future[Completion] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._whole = False  # the provider said the content is complete
 
     def attach(self, call: asyncio.Future[Completion]) -> None:
         """The root call whose reply this is."""
@@ -173,7 +175,12 @@ class ReplyStream(StreamListener):
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(DRAFT_INTERVAL_S, self._publish)
 
+    def finished(self) -> None:
+        self._whole = True  # the text is whole: everything in it settles now, before the usage comes
+        self._wake.set()
+
     def broken(self, message: str) -> bool:
+        self._whole = False
         if self._settled:
             return False  # cells of it are in the trajectory, maybe run: keep it as far as it came
         self._content.clear()
@@ -267,6 +274,9 @@ class ReplyStream(StreamListener):
 
     def _ready(self) -> Segment | None:
         """The next segment that has settled, if any."""
+        if self._whole:  # read whole, as the end of the call will read it
+            whole = parse_reply("".join(self._content), "".join(self._reasoning) or None).segments
+            return whole[len(self._settled)] if len(self._settled) < len(whole) else None
         if not self.early:
             return None
         prefix = self._prefix()

@@ -23,6 +23,7 @@ class Streamed:
         self.first_token_s: float | None = None
         self.started = False  # any content or reasoning came
         self.usage_seen = False  # the provider sent its usage
+        self.finished = False  # the provider sent its finish reason
 
     @property
     def text(self) -> str:
@@ -72,6 +73,9 @@ class Streamed:
             choices = getattr(chunk, "choices", None)
             if not choices:
                 continue
+            if getattr(choices[0], "finish_reason", None) and self.listener is not None and not self.finished:
+                self.finished = True
+                self.listener.finished()
             delta = getattr(choices[0], "delta", None)
             content = getattr(delta, "content", None) or ""
             reasoning = getattr(delta, "reasoning_content", None) or ""

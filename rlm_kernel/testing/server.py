@@ -55,6 +55,7 @@ class Reply:
     tokens_per_s: float | None = None
     break_after: int | None = None
     no_done: bool = False
+    usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
 
     def generation_s(self) -> float:
         """How long writing the reply takes: ttft, then every token at ``tokens_per_s``."""
@@ -282,6 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if (body.get("stream_options") or {}).get("include_usage"):
+            if reply.usage_delay:
+                stopped.wait(reply.usage_delay)
             self._event({**head, "choices": [], "usage": full["usage"]})
         if not reply.no_done:
             self._write_chunk(b"data: [DONE]\n\n")
