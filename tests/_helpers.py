@@ -133,9 +133,10 @@ class Held:
         with self._lock:
             self.started += 1
         deadline = time.monotonic() + self.hold
+        poller = select.poll()  # not select.select: a long test session holds more than 1024 descriptors
+        poller.register(connection, select.POLLIN | select.POLLHUP)
         while time.monotonic() < deadline:
-            readable, _, _ = select.select([connection], [], [], 0.05)
-            if not readable:
+            if not poller.poll(50):
                 continue
             try:
                 gone = connection.recv(1, socket.MSG_PEEK) == b""
