@@ -69,7 +69,7 @@ def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
                                    "litellm_module();", timeout=90)
             run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
             asked_at = info_id = None
-            answered_at = busy_at = ended_at = None
+            answered_at = busy_at = ended_at = info_idle_at = None
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and ended_at is None:
                 if info_id is not None and answered_at is None:
@@ -91,6 +91,8 @@ def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
                     # the step's code is about to sleep: ask as a page that has just connected does
                     info_id = kc.kernel_info()
                     asked_at = time.monotonic()
+                if msg["msg_type"] == "status" and parent == info_id and msg["content"]["execution_state"] == "idle":
+                    info_idle_at = time.monotonic()  # JupyterLab's request is done only with it
                 if msg["msg_type"] == "status" and parent == run_id:
                     state = msg["content"]["execution_state"]
                     if state == "busy" and info_id is not None and busy_at is None:
@@ -101,7 +103,8 @@ def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
             assert answered_at is not None and answered_at - asked_at < 2, (
                 "kernel_info_request waited for the run", asked_at, answered_at, ended_at)
             assert ended_at is not None and answered_at < ended_at - 1
-            assert busy_at is not None and busy_at < ended_at, "no 'busy' of the run's request after the reply"
+            assert info_idle_at is not None and info_idle_at < ended_at - 1, "no 'idle' of the kernel_info_request"
+            assert busy_at is not None and info_idle_at < busy_at < ended_at, "no 'busy' of the run's request after it"
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)

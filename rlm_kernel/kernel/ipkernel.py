@@ -136,7 +136,10 @@ class RLMKernel(IPythonKernel):
         else:
             reply_type, content = "comm_info_reply", {"status": "ok", "comms": self._comms_of(
                 request["content"].get("target_name"))}
+        # A page's request is done when its reply and its 'idle' have come.
+        super()._publish_status("busy", "shell", parent=request)
         self.session.send(self.shell_stream, reply_type, content, request, idents)
+        super()._publish_status("idle", "shell", parent=request)
         if requests:
             # JupyterLab ignores the statuses of a kernel_info_request, so a
             # page that has just connected would show "Unknown" until the
