@@ -8,7 +8,7 @@
 import type { Cell, ICellModel } from '@jupyterlab/cells';
 import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 
-import { cellRecord, rlmMeta } from './cellmeta';
+import { cellRecord, notRunSentence, rlmMeta } from './cellmeta';
 import { AGENT_ROLES } from './protocol';
 
 export const AGENT_CELL_CLASS = 'rlm-agent-cell';
@@ -23,6 +23,8 @@ interface IRlmMetadata {
   step?: unknown;
   superseded?: unknown;
   subcalls?: unknown;
+  status?: unknown;
+  skipped?: unknown;
 }
 
 /** A person pinned an edited sub-call response in this cell. */
@@ -94,7 +96,8 @@ function decorate(cell: Cell): void {
     meta.step,
     meta.run_id,
     meta.superseded,
-    hasPin(meta)
+    hasPin(meta),
+    notRunSentence(meta)
   ]);
   if (decorated.get(cell) === key) {
     return;
@@ -122,9 +125,11 @@ function decorate(cell: Cell): void {
     cell.node.appendChild(badge);
   }
   // Each state on a line of its own, so the badge stays inside the column.
+  const notRun = notRunSentence(meta);
   const states = [
     ...(meta.superseded === true ? ['superseded'] : []),
-    ...(hasPin(meta) ? ['pinned'] : [])
+    ...(hasPin(meta) ? ['pinned'] : []),
+    ...(notRun !== null ? ['not run'] : [])
   ];
   badge.textContent = ended ? 'RLM ended' : role === 'answer' ? 'RLM answer' : 'RLM';
   for (const state of states) {
@@ -149,4 +154,7 @@ function decorate(cell: Cell): void {
     details.push('superseded by a later continuation');
   }
   badge.title = `Written by the RLM root model (${details.join(', ')})`;
+  if (notRun !== null) {
+    badge.title += `\n${notRun}`;
+  }
 }

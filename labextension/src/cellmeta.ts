@@ -25,6 +25,24 @@ export function sourceText(cell: ICellRecord): string {
   return typeof cell.source === 'string' ? cell.source : cell.source.join('');
 }
 
+/**
+ * The sentence saying that a code cell the root model wrote did not run, and
+ * why (`metadata.rlm.skipped`): the same as its note output and as what the
+ * root model was told. Null for a cell that ran.
+ */
+export function notRunSentence(meta: {
+  readonly status?: unknown;
+  readonly skipped?: unknown;
+}): string | null {
+  if (meta.status !== 'skipped') {
+    return null;
+  }
+  const why = meta.skipped;
+  return typeof why === 'string' && why
+    ? `This code block was not run: ${why}.`
+    : 'This code block was not run.';
+}
+
 /** A `%%rlm` cell: marked as a run's query, or a code cell with the magic. */
 export function isQueryCell(cell: ICellRecord): boolean {
   return (

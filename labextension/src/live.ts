@@ -220,6 +220,11 @@ export class LiveNotebook
     }
     const code = codeCellById(this.model, op.cell_id);
     if (code) {
+      if (op.outputs?.length && !code.outputs.length) {
+        for (const output of op.outputs) {
+          code.outputs.add(output);
+        }
+      }
       code.executionCount = op.execution_count;
       code.executionState = 'idle';
     }

@@ -66,6 +66,8 @@ export interface ICellFinished extends IOpBase {
   status: CellStatus;
   /** The cell's final `metadata.rlm` value, merged into what the cell has. */
   metadata?: JSONObject;
+  /** Of a cell that did not run (`skipped`): its outputs (the note saying why). */
+  outputs?: nbformat.IOutput[];
 }
 
 export interface IStatus extends IOpBase {

@@ -6,6 +6,7 @@ import {
   currentCellsAfter,
   type ICellRecord,
   isQueryCell,
+  notRunSentence,
   rlmMeta,
   runIdAt,
   sourceText
@@ -162,5 +163,16 @@ describe('a saved notebook (examples/human_in_the_loop.ipynb)', () => {
     expect(agentCells.length).toBeGreaterThan(2);
     const first = at(agentCells[0].id);
     expect(currentCellsAfter(cells, first, runId)).toBe(agentCells.length - 1);
+  });
+});
+
+describe('notRunSentence', () => {
+  it('says why a skipped cell did not run, as its note and the feedback do', () => {
+    expect(
+      notRunSentence({ status: 'skipped', skipped: 'its ``` fence was never closed' })
+    ).toBe('This code block was not run: its ``` fence was never closed.');
+    expect(notRunSentence({ status: 'skipped' })).toBe('This code block was not run.');
+    expect(notRunSentence({ status: 'ok', skipped: 'stale' })).toBeNull();
+    expect(notRunSentence({})).toBeNull();
   });
 });

@@ -182,8 +182,11 @@ class LiveSink(Sink):
         if run.depth:
             return
         meta = cell.metadata.get("rlm", {})
+        status = meta.get("status", "ok")
+        # A cell that did not run has no iopub outputs: its note comes with the op.
+        outputs = {"outputs": plain(cell.get("outputs", []))} if status == "skipped" else {}
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
-                   status=meta.get("status", "ok"), metadata=plain(meta))
+                   status=status, metadata=plain(meta), **outputs)
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
