@@ -29,6 +29,8 @@ class LivePage:
     channel: Any  # sinks.live.LiveChannel
     anchor_cell_id: str | None
     parent_msg_id: str | None
+    page_cells: list[dict[str, Any]] | None = None  # the page's notebook as the run started
+    execution_count: int | None = None  # the %%rlm cell's own number
 
 
 @dataclass
@@ -174,15 +176,19 @@ def _sinks(frontends: Frontends, thread: Any) -> list[Sink]:
         from .sinks.console import ConsoleSink
 
         sinks.append(ConsoleSink(frontends.console))
+    display = None
     if frontends.cell_output:
         from .sinks.display import DisplaySink
 
-        sinks.append(DisplaySink(thread, status_only=frontends.live is not None))
+        display = DisplaySink(thread, status_only=frontends.live is not None)
+        sinks.append(display)
     if frontends.live is not None:
-        from .sinks.live import LiveSink
+        from .sinks.live import Anchor, LiveSink
 
         live = frontends.live
-        sinks.append(LiveSink(live.channel, thread, live.anchor_cell_id, live.parent_msg_id))
+        anchor = Anchor(live.anchor_cell_id, live.parent_msg_id, live.execution_count,
+                        display.outputs if display is not None else None)
+        sinks.append(LiveSink(live.channel, thread, anchor, page_cells=live.page_cells))
     return sinks
 
 

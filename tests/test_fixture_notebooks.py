@@ -33,7 +33,7 @@ from rlm_kernel.export import export_notebook
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
 
 FILES = Path(__file__).resolve().parent / "files"
-FIXTURES = ("finished.ipynb", "pinned.ipynb", "child_run.ipynb")
+FIXTURES = ("finished.ipynb", "pinned.ipynb", "child_run.ipynb", "resumed.ipynb")
 FAKE_KEY = "sk-test-fixtures-0000"
 AGENT_ROLES = ("thought", "code", "answer")
 # What the runs in the fixtures worked out (see make_fixtures.py).
@@ -93,8 +93,8 @@ def test_the_committed_fixture_is_what_the_engine_writes_today(remade: Path, nam
 
 
 def test_the_fixtures_hold_what_they_are_kept_for() -> None:
-    finished, pinned, child = (_read(name) for name in FIXTURES)
-    for nb in (finished, pinned, child):
+    finished, pinned, child, resumed = (_read(name) for name in FIXTURES)
+    for nb in (finished, pinned, child, resumed):
         nbformat.validate(nb)
         assert nb.metadata.rlm.runs[0]["reason"] == "final"
         assert nb.cells[0].source == "%rlm context reviews.txt"
@@ -115,6 +115,14 @@ def test_the_fixtures_hold_what_they_are_kept_for() -> None:
     assert record["kind"] == "rlm" and record["response"] == "2"
     assert record["child"]["depth"] == 1 and record["child"]["reason"] == "final"
     assert [_rlm(c).get("role") for c in record["child"]["cells"]] == ["query", "thought", "code", "thought", "answer"]
+    # resumed.ipynb: finished.ipynb resumed after its first code cell; the old continuation below, superseded
+    assert [(_rlm(c).get("role"), bool(_rlm(c).get("superseded"))) for c in resumed.cells] == [
+        ("context", False), ("query", False), ("thought", False), ("code", False), ("thought", False), ("code", False),
+        ("thought", False), ("answer", False), ("thought", True), ("code", True), ("thought", True), ("answer", True)]
+    assert resumed.metadata.rlm.runs[-1]["reason"] == "final" and len(resumed.metadata.rlm.runs) == 2
+    old = [c for c in resumed.cells if _rlm(c).get("superseded")]
+    assert [c.source for c in old] == [c.source for c in finished.cells[4:]]
+    assert old[1].outputs == finished.cells[5].outputs and old[1].execution_count == 2
 
 
 # -- resuming them -----------------------------------------------------------------------
@@ -249,7 +257,9 @@ def test_sft_export_of_the_fixtures() -> None:
 def test_the_history_rebuilt_from_a_fixture_is_the_run_as_recorded(name: str) -> None:
     nb = _read(name)
     context = (FILES / "reviews.txt").read_text(encoding="utf-8")
-    upto = max(i for i, c in enumerate(nb.cells) if _rlm(c).get("role") in ("thought", "code"))
+    # a superseded old continuation (resumed.ipynb) is not part of the run's history
+    agent = [c for c in nb.cells if _rlm(c).get("role") in ("thought", "code") and not _rlm(c).get("superseded")]
+    upto = max(i for i, c in enumerate(nb.cells) if c in agent)
     rebuilt = rebuild(nb.cells, upto, context, sources=["reviews.txt"])
     assert rebuilt.run_id == nb.metadata.rlm.runs[0]["run_id"]
     assert rebuilt.query == nb.metadata.rlm.runs[0]["query"]
@@ -258,12 +268,13 @@ def test_the_history_rebuilt_from_a_fixture_is_the_run_as_recorded(name: str) ->
     assert roles == ["system", "user"] + ["assistant", "user"] * nb.metadata.rlm.runs[0]["iterations"]
     assert rebuilt.messages[-1]["content"] == "Continue."
     replies = [m["content"] for m in rebuilt.messages if m["role"] == "assistant"]
-    agent = [c for c in nb.cells if _rlm(c).get("role") in ("thought", "code")]
     for cell in agent:  # every recorded step is in the history, as the root model wrote it
         assert cell.source in "\n".join(replies), cell.source
     told = json.dumps(rebuilt.messages)
     assert (PIN_NOTE in told) is (name == "pinned.ipynb")
     if name == "child_run.ipynb":
         assert "the child counted 2" in told
+    elif name == "resumed.ipynb":
+        assert "recounted 2" in told and "Count the yes answers." not in told
     else:
         assert VERDICTS in told  # the recorded output, not yet re-run with the pin

@@ -54,3 +54,57 @@ def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
+    """A page reloaded mid-run sends kernel_info_request first and holds
+    everything else until the reply: it must come during the run, followed by
+    a 'busy' of the run's own request (JupyterLab ignores the statuses whose
+    parent is a kernel_info_request, and showed the kernel as Unknown)."""
+    root = [repl("import time\ntime.sleep(4)\nprint('slept')"), "FINAL(done)"]
+    with ScriptedServer(Script(root=root)) as server:
+        km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
+        try:
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
+                                   "litellm_module();", timeout=90)
+            run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
+            asked_at = info_id = None
+            answered_at = busy_at = ended_at = info_idle_at = None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and ended_at is None:
+                if info_id is not None and answered_at is None:
+                    try:
+                        reply = kc.get_shell_msg(timeout=0.05)
+                        if reply["parent_header"].get("msg_id") == info_id:
+                            assert reply["msg_type"] == "kernel_info_reply", reply
+                            assert reply["content"]["implementation"] == "rlm_kernel"
+                            answered_at = time.monotonic()
+                    except queue.Empty:
+                        pass
+                try:
+                    msg = kc.get_iopub_msg(timeout=0.05)
+                except queue.Empty:
+                    continue
+                parent = msg["parent_header"].get("msg_id")
+                shown = str(msg["content"].get("data", {}).get("text/markdown", ""))
+                if msg["msg_type"] == "display_data" and "time.sleep(4)" in shown and info_id is None:
+                    # the step's code is about to sleep: ask as a page that has just connected does
+                    info_id = kc.kernel_info()
+                    asked_at = time.monotonic()
+                if msg["msg_type"] == "status" and parent == info_id and msg["content"]["execution_state"] == "idle":
+                    info_idle_at = time.monotonic()  # JupyterLab's request is done only with it
+                if msg["msg_type"] == "status" and parent == run_id:
+                    state = msg["content"]["execution_state"]
+                    if state == "busy" and info_id is not None and busy_at is None:
+                        busy_at = time.monotonic()
+                    if state == "idle":
+                        ended_at = time.monotonic()
+            assert info_id is not None, "the run's cell never started"
+            assert answered_at is not None and answered_at - asked_at < 2, (
+                "kernel_info_request waited for the run", asked_at, answered_at, ended_at)
+            assert ended_at is not None and answered_at < ended_at - 1
+            assert info_idle_at is not None and info_idle_at < ended_at - 1, "no 'idle' of the kernel_info_request"
+            assert busy_at is not None and info_idle_at < busy_at < ended_at, "no 'busy' of the run's request after it"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)

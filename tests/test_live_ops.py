@@ -6,13 +6,14 @@ code's outputs follow its ``cell_started``, ``run_ended`` comes last)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from _helpers import Router, repl
 from _kernel import PROTOCOL, Frontend
 
-from rlm_kernel.testing.server import ScriptedServer
+from rlm_kernel.testing.server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.kernel
 STEPS = 4
@@ -117,3 +118,60 @@ def test_sends_ops_one_by_one_to_a_frontend_without_the_feature(kernel: Frontend
     sent = _ops_messages(messages)
     assert sent and all(m["op"] != "ops" for m in sent), [m["op"] for m in sent]
     _assert_applicable(_events(messages))
+
+
+def test_a_page_that_says_hello_mid_run_gets_back_what_a_reload_lost(tmp_path) -> None:
+    """The resync answering a hello mid-run carries, besides the run's cells,
+    what the reload took from the cells a person ran: the %%rlm cell's own
+    output (its status line, with the display id later updates name), its
+    count and request, and the page's other cells as the run found them."""
+    kernel = Frontend(tmp_path)
+    try:
+        kernel.import_litellm()
+        kernel.hello([], features=["ops"])
+        kernel.execute("import os; os.environ['OPENAI_API_KEY'] = 'sk-test-not-a-key'")
+        _, messages = kernel.run_cell("context = 'some text'\nprint('context loaded')", "ctx")
+        ctx_count = next(m["content"]["execution_count"] for m in messages if m["msg_type"] == "execute_input")
+        ctx = {"cell_type": "code", "id": "ctx", "source": "context = 'some text'\nprint('context loaded')",
+               "metadata": {}, "execution_count": ctx_count,
+               "outputs": [{"output_type": "stream", "name": "stdout", "text": "context loaded\n"}]}
+        note = {"cell_type": "markdown", "id": "note", "source": "a note", "metadata": {}}
+        script = [repl("print('step one')", "One."), Reply(text="FINAL(done)", delay=3.0)]
+        with ScriptedServer(Router({"root-model": script})) as server:
+            code = f"%%rlm --model openai/root-model --api-base {server.url}\nq"
+            ask = {"cell_type": "code", "id": "ask", "source": code, "metadata": {}, "execution_count": None,
+                   "outputs": []}
+            run_id = kernel.send_cell(code, "ask")
+            resync = None
+            count = None
+            deadline = time.monotonic() + 60
+            while True:
+                msg = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+                kernel._seen(msg)
+                data = msg["content"].get("data") if msg["msg_type"] in ("comm_open", "comm_msg") else None
+                if isinstance(data, dict) and data.get("op") == "get_cells":
+                    kernel.send_op("cells", request_id=data["request_id"], cells=[ctx, ask, note])
+                if isinstance(data, dict) and data.get("op") == "resync":
+                    resync = data
+                if msg["msg_type"] == "execute_input" and msg["parent_header"].get("msg_id") == run_id:
+                    count = msg["content"]["execution_count"]
+                if msg["msg_type"] == "stream" and "step one" in msg["content"]["text"]:
+                    # step two's model call is in flight: a reloaded page says hello on a new comm
+                    hello = {"protocol": PROTOCOL, "op": "hello", "notebook_path": "t.ipynb", "client_id": "again",
+                             "features": ["ops"]}
+                    kernel.kc.shell_channel.send(kernel.kc.session.msg(
+                        "comm_open", {"comm_id": "reloaded", "target_name": "rlm", "data": hello}))
+                if (msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == run_id
+                        and msg["content"]["execution_state"] == "idle"):
+                    break
+        assert resync is not None, "no resync after the hello"
+        assert resync["anchor_cell_id"] == "ask" and resync["parent_msg_id"] == run_id
+        assert resync["anchor"]["execution_count"] == count is not None
+        shown = resync["anchor"]["outputs"]
+        status = [o for o in shown if o["data"].get("text/plain", "").startswith("RLM · step")]
+        assert len(status) == 1 and status[0]["transient"]["display_id"], shown
+        assert resync["page_cells"] == [{"id": "ctx", "source": ctx["source"], "execution_count": ctx_count,
+                                         "outputs": ctx["outputs"]}]
+        assert [c["metadata"]["rlm"]["role"] for c in resync["cells"]] == ["thought", "code"]
+    finally:
+        kernel.shutdown()

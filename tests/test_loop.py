@@ -61,7 +61,19 @@ def test_blocks_after_final_in_code_are_not_run(run_rlm):
     result, _ = run_rlm(root=[reply])
     assert (result.reason, result.answer) == ("final", "early")
     code = cells_by_role(result.notebook, "code")
-    assert code[1].metadata.rlm.status == "skipped" and code[1].outputs == []
+    assert code[1].metadata.rlm.status == "skipped"
+    assert code[1].metadata.rlm.skipped == "an answer was already given"
+    assert _only_note(code[1]) == "This code block was not run: an answer was already given."
+
+
+def _only_note(cell) -> str:
+    """The text of a skipped cell's one output: a note (a display, never
+    something the code printed), the same in plain text and Markdown."""
+    [note] = cell.outputs
+    assert note.output_type == "display_data" and note.metadata["rlm"] == {"note": "not run"}, note
+    plain = note.data["text/plain"]
+    assert note.data["text/markdown"].replace("\\", "") == f"*{plain}*"
+    return plain
 
 
 def test_answer_dict_protocol(run_rlm):
@@ -264,8 +276,10 @@ def test_unclosed_fence_is_shown_but_not_run(run_rlm):
     code = cells_by_role(result.notebook, "code")
     assert code[0].source == "print('SHOULD-NOT-RUN')\nran = True"
     assert code[0].metadata.rlm.status == "skipped"
-    assert code[0].outputs == []
-    assert "never closed" in feedback_after(srv, 1)
+    assert code[0].metadata.rlm.skipped == "its ``` fence was never closed"
+    said = _only_note(code[0])
+    assert said == "This code block was not run: its ``` fence was never closed."
+    assert said in feedback_after(srv, 1)  # the root model is told the same sentence
     assert cell_text(code[1]).strip() == "False"
 
 

@@ -181,11 +181,13 @@ def test_cli_approve_skip_edit_and_run(tmp_path):
         nb = nbformat.read(out, as_version=4)
         code = [c for c in nb.cells if c.metadata.get("rlm", {}).get("role") == "code"]
         assert code[0].metadata["rlm"]["status"] == "skipped" and code[0].metadata["rlm"]["approved"] is False
+        assert code[0].metadata["rlm"]["skipped"] == "the user chose not to run it"
+        assert [o["data"]["text/plain"] for o in code[0].outputs] == ["This code block was not run: the user chose not to run it."]
         assert code[1].source == "print('second block, edited')" and code[1].metadata["rlm"]["edited"] is True
         assert "second block, edited" in code[1].outputs[0]["text"]
         assert code[2].metadata["rlm"]["approved"] is True and "third block ran" in code[2].outputs[0]["text"]
         feedback = "\n".join(str(m["content"]) for m in srv.calls("root-model")[1]["messages"])
-        assert "The user chose not to run that code block." in feedback
+        assert "This code block was not run: the user chose not to run it." in feedback
 
 
 def test_cli_approve_stop_ends_the_run(tmp_path):
@@ -197,6 +199,10 @@ def test_cli_approve_stop_ends_the_run(tmp_path):
         assert json.loads(done.stdout)["reason"] == "interrupted"
         nb = nbformat.read(out, as_version=4)
         assert "never" not in json.dumps([c.get("outputs") for c in nb.cells])
+        [code] = [c for c in nb.cells if c.metadata.get("rlm", {}).get("role") == "code"]
+        assert code.metadata["rlm"]["skipped"] == "the run was stopped at its approval prompt"
+        assert [o["data"]["text/plain"] for o in code.outputs] == [
+            "This code block was not run: the run was stopped at its approval prompt."]
 
 
 def test_cli_approve_on_a_terminal_keeps_stdout_pure_json(tmp_path):

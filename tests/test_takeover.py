@@ -503,6 +503,11 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
         assert finished[first["id"]]["metadata"]["approved"] is True
         assert "one, edited in the notebook" in texts(messages, "stream")
         assert finished[second["id"]]["status"] == "skipped"
+        # the page is told why, with the note it shows in the cell (a cell that did not run has no iopub outputs)
+        assert finished[second["id"]]["metadata"]["skipped"] == "the user chose not to run it"
+        assert [o["data"]["text/plain"] for o in finished[second["id"]]["outputs"]] == [
+            "This code block was not run: the user chose not to run it."]
+        assert "outputs" not in finished[first["id"]]
         edited = [o for o in frontend.ops_named("cell_source") if o["cell_id"] == first["id"]]
         assert edited and edited[0]["source"] == "print('one, edited in the notebook')"
 

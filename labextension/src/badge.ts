@@ -10,7 +10,7 @@
 import type { Cell, ICellModel } from '@jupyterlab/cells';
 import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 
-import { cellRecord, rlmMeta } from './cellmeta';
+import { cellRecord, notRunSentence, rlmMeta } from './cellmeta';
 import { AGENT_ROLES } from './protocol';
 
 export const AGENT_CELL_CLASS = 'rlm-agent-cell';
@@ -28,6 +28,8 @@ interface IRlmMetadata {
   subcalls?: unknown;
   draft?: unknown;
   compaction?: unknown;
+  status?: unknown;
+  skipped?: unknown;
 }
 
 /** The steps a compaction cell summarised (`[first, last]`), else null. */
@@ -127,7 +129,8 @@ function decorate(cell: Cell): void {
     meta.superseded,
     hasPin(meta),
     meta.draft,
-    compactedSteps(meta)
+    compactedSteps(meta),
+    notRunSentence(meta)
   ]);
   if (decorated.get(cell) === key) {
     return;
@@ -159,11 +162,13 @@ function decorate(cell: Cell): void {
     cell.node.appendChild(badge);
   }
   // Each state on a line of its own, so the badge stays inside the column.
+  const notRun = notRunSentence(meta);
   const states = [
     ...(meta.superseded === true ? ['superseded'] : []),
     ...(hasPin(meta) ? ['pinned'] : []),
     ...(meta.draft === true ? ['writing'] : []),
-    ...(compacted ? ['compacted'] : [])
+    ...(compacted ? ['compacted'] : []),
+    ...(notRun !== null ? ['not run'] : [])
   ];
   badge.textContent = ended ? 'RLM ended' : role === 'answer' ? 'RLM answer' : 'RLM';
   for (const state of states) {
@@ -199,4 +204,7 @@ function decorate(cell: Cell): void {
   badge.title = compacted
     ? `Written by the RLM run, the summary by ${summariser(meta)} (${details.join(', ')})`
     : `Written by the RLM root model (${details.join(', ')})`;
+  if (notRun !== null) {
+    badge.title += `\n${notRun}`;
+  }
 }

@@ -25,6 +25,39 @@ export function sourceText(cell: ICellRecord): string {
   return typeof cell.source === 'string' ? cell.source : cell.source.join('');
 }
 
+/**
+ * The sentence saying that a code cell the root model wrote did not run, and
+ * why (`metadata.rlm.skipped`): the same as its note output and as what the
+ * root model was told. Null for a cell that ran.
+ */
+export function notRunSentence(meta: {
+  readonly status?: unknown;
+  readonly skipped?: unknown;
+}): string | null {
+  if (meta.status !== 'skipped') {
+    return null;
+  }
+  const why = meta.skipped;
+  return typeof why === 'string' && why
+    ? `This code block was not run: ${why}.`
+    : 'This code block was not run.';
+}
+
+/** A cell of an old continuation, kept below the new steps as history. */
+export function isSuperseded(cell: ICellRecord): boolean {
+  return rlmMeta(cell).superseded === true;
+}
+
+/** The one-line note for superseded cells a run command left alone. */
+export function skippedNote(count: number): string {
+  const cells = count === 1 ? 'a superseded cell' : `${count} superseded cells`;
+  const their = count === 1 ? 'its' : 'their';
+  return (
+    `Skipped ${cells}: history of an earlier continuation, ${their} recorded ` +
+    `outputs kept. To run ${count === 1 ? 'its' : 'that'} code again, copy it into a new cell.`
+  );
+}
+
 /** A `%%rlm` cell: marked as a run's query, or a code cell with the magic. */
 export function isQueryCell(cell: ICellRecord): boolean {
   return (

@@ -22,6 +22,7 @@ import { markAgentCells } from './badge';
 import { NotebookLink } from './link';
 import { LiveNotebook } from './live';
 import { runsPanelPlugin } from './panel';
+import { cellExecutorPlugin } from './superseded';
 import { saveWidgetState } from './settings';
 import { ReplayStatusItem, RunStatusItem } from './statusbar';
 import { Takeover, takeoverPlugin } from './takeover';
@@ -156,4 +157,10 @@ const subcallListPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, runsPanelPlugin, takeoverPlugin, subcallListPlugin];
+export default [
+  plugin,
+  runsPanelPlugin,
+  takeoverPlugin,
+  subcallListPlugin,
+  cellExecutorPlugin
+];

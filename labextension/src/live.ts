@@ -6,7 +6,7 @@ import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 import type { INotebookModel, Notebook } from '@jupyterlab/notebook';
 import type { KernelMessage } from '@jupyterlab/services';
-import type { JSONObject } from '@lumino/coreutils';
+import { JSONExt, type JSONObject } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 import { type ISignal, Signal } from '@lumino/signaling';
 
@@ -89,6 +89,9 @@ export class LiveNotebook
   }
 
   routeIOPub(msg: KernelMessage.IIOPubMessage): void {
+    if (msg.header.msg_type === 'status') {
+      this.anchorStatus(msg as KernelMessage.IStatusMsg);
+    }
     this.router.route(msg);
   }
 
@@ -285,6 +288,11 @@ export class LiveNotebook
     }
     const code = codeCellById(this.model, op.cell_id);
     if (code) {
+      if (op.outputs?.length && !code.outputs.length) {
+        for (const output of op.outputs) {
+          code.outputs.add(output);
+        }
+      }
       code.executionCount = op.execution_count;
       code.executionState = 'idle';
     }
@@ -325,10 +333,17 @@ export class LiveNotebook
     });
   }
 
-  /** Insert every listed cell the notebook lacks, in order, below the anchor. */
+  /**
+   * A page that (re)connected mid-run: bring back what a reload lost. The
+   * cells run before the run and the anchor's own output come back first,
+   * then every listed cell the notebook lacks is inserted, in order, below
+   * the anchor.
+   */
   private resync(op: IResync): void {
     const run = this.run(op.run_id);
     run.anchorCellId = op.anchor_cell_id;
+    this.restorePageCells(op);
+    this.restoreAnchor(op);
     let previous = op.anchor_cell_id;
     for (const cell of op.cells) {
       const id = cell.id;
@@ -354,6 +369,72 @@ export class LiveNotebook
       previous = id;
     }
     this.retryPending();
+  }
+
+  /**
+   * The page's code cells as the run found them: a cell whose source is
+   * unchanged but whose outputs or count differ lost them in a reload
+   * (nothing else runs while the run goes on), so they come back.
+   */
+  private restorePageCells(op: IResync): void {
+    const ours = new Set(op.cells.map(cell => cell.id));
+    for (const shown of op.page_cells ?? []) {
+      const cell = ours.has(shown.id) ? null : codeCellById(this.model, shown.id);
+      if (
+        !cell ||
+        cell.executionState === 'running' ||
+        cell.sharedModel.getSource() !== shown.source ||
+        (cell.executionCount === shown.execution_count &&
+          JSONExt.deepEqual(cell.outputs.toJSON(), shown.outputs))
+      ) {
+        continue;
+      }
+      // The person ran it; trusted before its outputs are added (trusting
+      // swaps every output model).
+      cell.trusted = true;
+      cell.outputs.clear();
+      for (const output of shown.outputs) {
+        cell.outputs.add(output);
+      }
+      cell.executionCount = shown.execution_count;
+    }
+  }
+
+  /**
+   * The anchor cell's own output, when this page no longer runs its request
+   * (a reload): the kernel's copy replaces it, and until the request ends
+   * its outputs (the status line's updates, the answer) are routed here.
+   */
+  private restoreAnchor(op: IResync): void {
+    const msgId = op.parent_msg_id;
+    const cell = codeCellById(this.model, op.anchor_cell_id);
+    if (!op.anchor || !msgId || !cell || cell.executionState === 'running') {
+      return;
+    }
+    cell.trusted = true;
+    this.router.restore(op.anchor_cell_id, op.anchor.outputs ?? []);
+    this.router.follow(msgId, op.anchor_cell_id);
+    cell.executionState = 'running';
+    this.anchors.set(msgId, {
+      cellId: op.anchor_cell_id,
+      count: op.anchor.execution_count
+    });
+  }
+
+  /** A restored anchor's request ended: its count, and no more routing. */
+  private anchorStatus(msg: KernelMessage.IStatusMsg): void {
+    const msgId = (msg.parent_header as Partial<KernelMessage.IHeader>).msg_id;
+    const anchor = msgId ? this.anchors.get(msgId) : undefined;
+    if (!msgId || !anchor || msg.content.execution_state !== 'idle') {
+      return;
+    }
+    this.anchors.delete(msgId);
+    this.router.stop([anchor.cellId]);
+    const cell = codeCellById(this.model, anchor.cellId);
+    if (cell) {
+      cell.executionCount = anchor.count;
+      cell.executionState = 'idle';
+    }
   }
 
   private remember(run: IRun, cellId: string): void {
@@ -391,6 +472,11 @@ export class LiveNotebook
   private readonly router: OutputRouter;
   private readonly follower: RunFollower;
   private readonly runs = new Map<string, IRun>();
+  /** Anchors this page restored, by their request's msg_id. */
+  private readonly anchors = new Map<
+    string,
+    { cellId: string; count: number | null }
+  >();
   private pending: IInsertCell[] = [];
   private _status: IStatus | null = null;
   private _statusReceivedAt = 0;

@@ -92,6 +92,8 @@ export interface ICellFinished extends IOpBase {
   status: CellStatus;
   /** The cell's final `metadata.rlm` value, merged into what the cell has. */
   metadata?: JSONObject;
+  /** Of a cell that did not run (`skipped`): its outputs (the note saying why). */
+  outputs?: nbformat.IOutput[];
 }
 
 export interface IStatus extends IOpBase {
@@ -125,10 +127,36 @@ export interface IRunEnded extends IOpBase {
   answer_cell_id: string | null;
 }
 
+/** An output as the kernel last showed it; a display's id is in `transient`. */
+export type IShownOutput = nbformat.IOutput & {
+  transient?: { display_id?: string };
+};
+
+/** The anchor cell as the kernel shows it: what a reload took from it. */
+export interface IResyncAnchor {
+  /** Its own execution count (the page sets it when its request ends). */
+  execution_count: number | null;
+  /** Its outputs so far (the run's status line...); null when unknown. */
+  outputs: IShownOutput[] | null;
+}
+
+/** A code cell of the page as the run found it when it started. */
+export interface IPageCell {
+  id: string;
+  source: string;
+  execution_count: number | null;
+  outputs: nbformat.IOutput[];
+}
+
 export interface IResync extends IOpBase {
   op: 'resync';
   anchor_cell_id: string;
   cells: nbformat.ICell[];
+  /** The msg_id of the anchor's execute request (its outputs' parent). */
+  parent_msg_id?: string | null;
+  anchor?: IResyncAnchor | null;
+  /** The page's other code cells as the run started (their outputs). */
+  page_cells?: IPageCell[];
 }
 
 /** A live op: kernel -> frontend, about one run (`run_id`). */

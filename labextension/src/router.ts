@@ -10,7 +10,7 @@ import type { ICodeCellModel } from '@jupyterlab/cells';
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { KernelMessage } from '@jupyterlab/services';
 
-import { cellIdFromMsgId } from './protocol';
+import { cellIdFromMsgId, type IShownOutput } from './protocol';
 
 /** Finds the code cell model for a cell id, or null. */
 export type CodeCellLookup = (cellId: string) => ICodeCellModel | null;
@@ -38,6 +38,29 @@ export class OutputRouter {
     for (const [msgId, cellId] of this.byMsgId) {
       if (this.stopped.has(cellId)) {
         this.byMsgId.delete(msgId);
+      }
+    }
+  }
+
+  /**
+   * Replace the outputs of `cellId` with `outputs` (a cell a reload emptied),
+   * remembering where each display sits so its later updates land there.
+   */
+  restore(cellId: string, outputs: readonly IShownOutput[]): void {
+    const cell = this.lookup(cellId);
+    if (!cell) {
+      return;
+    }
+    this.dropDisplays(cellId);
+    this.clearPending.delete(cellId);
+    cell.outputs.clear();
+    for (const { transient, ...output } of outputs) {
+      cell.outputs.add(output as nbformat.IOutput);
+      const displayId = displayIdOf(transient);
+      if (displayId) {
+        const slots = this.displays.get(displayId) ?? [];
+        slots.push({ cellId, index: cell.outputs.length - 1 });
+        this.displays.set(displayId, slots);
       }
     }
   }

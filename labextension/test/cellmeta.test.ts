@@ -6,8 +6,11 @@ import {
   currentCellsAfter,
   type ICellRecord,
   isQueryCell,
+  isSuperseded,
+  notRunSentence,
   rlmMeta,
   runIdAt,
+  skippedNote,
   sourceText
 } from '../src/cellmeta';
 
@@ -162,5 +165,33 @@ describe('a saved notebook (examples/human_in_the_loop.ipynb)', () => {
     expect(agentCells.length).toBeGreaterThan(2);
     const first = at(agentCells[0].id);
     expect(currentCellsAfter(cells, first, runId)).toBe(agentCells.length - 1);
+  });
+});
+
+describe('notRunSentence', () => {
+  it('says why a skipped cell did not run, as its note and the feedback do', () => {
+    expect(
+      notRunSentence({ status: 'skipped', skipped: 'its ``` fence was never closed' })
+    ).toBe('This code block was not run: its ``` fence was never closed.');
+    expect(notRunSentence({ status: 'skipped' })).toBe('This code block was not run.');
+    expect(notRunSentence({ status: 'ok', skipped: 'stale' })).toBeNull();
+    expect(notRunSentence({})).toBeNull();
+  });
+});
+
+describe('superseded cells', () => {
+  it('isSuperseded reads metadata.rlm.superseded', () => {
+    expect(isSuperseded(step('r1', { superseded: true }))).toBe(true);
+    expect(isSuperseded(step('r1'))).toBe(false);
+    expect(isSuperseded(code('x = 1'))).toBe(false);
+  });
+
+  it('skippedNote is one line, for one cell or several', () => {
+    expect(skippedNote(1)).toBe(
+      'Skipped a superseded cell: history of an earlier continuation, its recorded outputs kept. ' +
+        'To run its code again, copy it into a new cell.'
+    );
+    expect(skippedNote(3)).toMatch(/^Skipped 3 superseded cells: .* their recorded outputs kept\. /);
+    expect(skippedNote(3)).not.toContain('\n');
   });
 });

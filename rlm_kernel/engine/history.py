@@ -19,6 +19,7 @@ from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, reply_text, rlm_me
 from .compaction import cell_summary, compacted
 from .options import parse_query_cell
 from .protocol import cell_feedback
+from .trajectory import not_run
 
 
 @dataclass
@@ -102,7 +103,7 @@ def rebuild(
             else:
                 reply.append(f"```repl\n{source(cell)}\n```")
                 if meta.get("status") == "skipped" or cell.get("execution_count") is None and not cell.get("outputs"):
-                    feedback.append("A code block was not run.")
+                    feedback.append(not_run(meta.get("skipped")))
                 else:
                     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
                     status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"

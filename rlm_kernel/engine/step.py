@@ -54,24 +54,23 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
         cells.flush()
         cell = cells.code(segment.text)
         if not segment.closed or entries.given is not None:
-            why = "its ``` fence was never closed" if not segment.closed else "an answer was already given"
-            cell.metadata["rlm"]["status"] = "skipped"
+            why = trajectory.NEVER_CLOSED if not segment.closed else trajectory.AFTER_ANSWER
+            feedback.append(trajectory.skip(cell, why))
             run.add_cell(cell)
             run.sink.cell_finished(run, cell)
-            feedback.append(f"A code block was not run: {why}.")
             unsure = unsure or "a code block in the same reply did not run"
             continue
         run.add_cell(cell)
         if run.approver is not None:
             decision = await run.approver.decide(run, cell)
             if decision.action == "stop":
-                cell.metadata["rlm"]["status"] = "skipped"
+                trajectory.skip(cell, trajectory.STOPPED)
                 run.sink.cell_finished(run, cell)
                 raise Stop("interrupted", "The run was stopped at an approval prompt.")
             if decision.action == "skip":
-                cell.metadata["rlm"].update(status="skipped", approved=False)
+                cell.metadata["rlm"]["approved"] = False
+                feedback.append(trajectory.skip(cell, trajectory.REFUSED))
                 run.sink.cell_finished(run, cell)
-                feedback.append("The user chose not to run that code block.")
                 unsure = unsure or "a code block in the same reply did not run"
                 continue
             if decision.source is not None and decision.source != cell.source:

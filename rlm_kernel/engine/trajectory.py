@@ -54,6 +54,36 @@ def code_cell(run_id: str, step: int, code: str, *, cell_id: str | None = None, 
     return nbformat.v4.new_code_cell(code, id=cell_id or new_cell_id(), metadata=_meta(run_id, step, "code", **extra))
 
 
+# Why a code cell of a step did not run, as ``metadata.rlm.skipped`` records it.
+NEVER_CLOSED = "its ``` fence was never closed"
+AFTER_ANSWER = "an answer was already given"
+REFUSED = "the user chose not to run it"
+STOPPED = "the run was stopped at its approval prompt"
+
+
+def not_run(reason: str | None) -> str:
+    """The sentence that says a code cell did not run, and why: in the cell
+    and in what the root model is told."""
+    return f"This code block was not run: {reason}." if reason else "This code block was not run."
+
+
+def skip(cell: NotebookNode, reason: str) -> str:
+    """Mark a code cell that will not run: its status, why, and a note as its
+    output (a display, never a stream or a result: the code did not run).
+    Returns the sentence, for the root model's feedback."""
+    sentence = not_run(reason)
+    cell.metadata["rlm"].update(status="skipped", skipped=reason)
+    cell.outputs = [nbformat.v4.new_output(
+        "display_data", data={"text/plain": sentence, "text/markdown": f"*{_markdown_text(sentence)}*"},
+        metadata={"rlm": {"note": "not run"}})]
+    return sentence
+
+
+def _markdown_text(text: str) -> str:
+    """Plain text that Markdown shows as written."""
+    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
+
+
 def answer_cell(run_id: str, step: int, answer: Any, variable: str | None, reason: str) -> NotebookNode:
     text = answer_text(answer)
     if variable:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..engine.cells import rlm_meta
 from ..engine.protocol import truncate_middle
+from ..engine.trajectory import not_run
 from .runs import RunView, Step, count, output_texts, source
 
 OUTPUT_CHARS = 2_000
@@ -95,7 +96,7 @@ def _agent_cell(run: RunView, cell: Any) -> str:
     if meta.get("edited"):
         parts.append("*(code edited by a person before it ran)*")
     if meta.get("status") == "skipped":
-        parts.append("*(not run)*")
+        parts.append(f"*({not_run(meta.get('skipped'))})*")
         return "\n".join(parts) + "\n"
     parts.append(_output(cell))
     subcalls = meta.get("subcalls") or []

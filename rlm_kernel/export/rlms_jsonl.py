@@ -41,9 +41,8 @@ from typing import Any
 
 from .._version import __version__
 from ..engine.cells import rlm_meta
+from ..engine.trajectory import not_run
 from .runs import RunView, Step, output_texts, prompt_shown, source
-
-NOT_RUN = "This code block was not run."
 
 
 def render_run(run: RunView, started: datetime | None = None) -> str:
@@ -118,8 +117,8 @@ def _final_step(run: RunView) -> Step | None:
 def _code_block(run: RunView, cell: Any, clock: datetime) -> dict[str, Any]:
     meta = rlm_meta(cell)
     stdout, stderr = output_texts(cell)
-    if meta.get("status") == "skipped":
-        stderr = stderr or NOT_RUN
+    if meta.get("status") == "skipped":  # its only output is the note saying why
+        stdout, stderr = "", not_run(meta.get("skipped"))
     return {
         "code": source(cell),
         "result": {

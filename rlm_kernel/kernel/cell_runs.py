@@ -52,7 +52,8 @@ class CellRun:
 
     def __init__(self, shell: Any, line: str, body: str, *, sources: list[str] | None,
                  given: dict[str, Any] | None = None, approve: bool = False, continued: Any = None,
-                 anchor: str | None = None, clients: Any = None) -> None:
+                 anchor: str | None = None, clients: Any = None,
+                 page_cells: list[dict[str, Any]] | None = None) -> None:
         from ..api import context_cell
         from ..builder import Frontends, LivePage, build_run
         from ..engine.execution import ShellExecutor
@@ -85,7 +86,8 @@ class CellRun:
             notebook=self.path, journal=journal_path(path), keep_journal=live, subcall_views=True,
             widgets=kernel is not None and _have_widgets(), cell_output=True, session=session,
             continue_cell=anchor if continued is not None else None,
-            live=LivePage(channel, anchor, (parent.get("header") or {}).get("msg_id")) if live else None,
+            live=LivePage(channel, anchor, (parent.get("header") or {}).get("msg_id"), page_cells=page_cells,
+                          execution_count=_own_number(kernel)) if live else None,
         )
         start: dict[str, Any] = {}
         if continued is not None:
@@ -149,6 +151,12 @@ def recorded_run_note(session: Any, cells: list[Any] | None, anchor: str | None,
           "run those cells to replay it with its recorded sub-calls (Run All does). "
           "Add --fresh to ask the model again.")
     return True
+
+
+def _own_number(kernel: Any) -> int | None:
+    """The execution count of the cell running now (a %%rlm or %rlm continue cell)."""
+    requests = getattr(kernel, "rlm_requests", None)
+    return requests[-1][1] if requests else None
 
 
 def _have_widgets() -> bool:

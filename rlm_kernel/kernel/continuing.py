@@ -38,7 +38,8 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
     args = continue_parser().parse_args(shlex.split(line))
     session = shell.kernel.rlm_session
     here = ((shell.kernel.get_parent("shell") or {}).get("metadata") or {}).get("cellId")
-    cells = await session.request_cells()
+    page = await session.ask_page()
+    cells = page if page is not None else session.saved_cells()
     if not cells:
         raise RLMError("Continue needs the notebook's cells: open it in JupyterLab with the rlm-kernel "
                        "extension, or save it first.")
@@ -82,7 +83,7 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
           + (f"; {plural(len(between), 'cell')} moved below the new steps" if between else "")
           + ").")
     return CellRun(shell, "", rebuilt.query, sources=sources, given=given, approve=args.approve,
-                   continued=rebuilt, anchor=here, clients=clients)
+                   continued=rebuilt, anchor=here, clients=clients, page_cells=page)
 
 
 def cells_between(cells: list[Any], upto: int, here: str | None, dropped: set[str]) -> list[str]:

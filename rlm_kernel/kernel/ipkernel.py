@@ -35,6 +35,13 @@ def _rlm_continue_to_await(lines: list[str]) -> list[str]:
     return [f"await get_ipython().rlm_magics.continue_async({code[13:].strip()!r})\n"]
 
 
+# Shell requests answered beside a running %%rlm cell instead of after it: a
+# reloaded page waits for its kernel_info_reply (JupyterLab holds every other
+# message until then, and shows the kernel as "Unknown"), and its widget
+# manager asks which widget comms exist. Both only read the kernel's state.
+_BESIDE_A_RUN = frozenset({"kernel_info_request", "comm_info_request"})
+
+
 def _warm_up() -> None:
     try:
         from ..engine.litellm_setup import load_litellm
@@ -54,6 +61,7 @@ class RLMKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         self._rlm_cells_running = 0  # %%rlm / %rlm continue cells executing now
+        self.rlm_requests: list[tuple[dict[str, Any], int]] = []  # their execute requests and own numbers
         super().__init__(**kwargs)
         from ..sinks.live import LiveChannel
         from .magics import RLMMagics
@@ -81,15 +89,74 @@ class RLMKernel(IPythonKernel):
         self.shell._last_traceback = None
         self.shell._last_traceback_during_displayhook = False
         self._rlm_cells_running += awaited
+        request = (self.get_parent("shell") or {}, number)
+        if awaited:
+            self.rlm_requests.append(request)
         try:
             reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
         finally:
             self._rlm_cells_running -= awaited
+            if awaited:
+                self.rlm_requests.remove(request)
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
         if store_history and not silent and awaited and "execution_count" in reply:
             reply["execution_count"] = number
         return reply
+
+    async def shell_channel_thread_main(self, msg: Any) -> None:
+        """ipykernel hands the main shell's requests to the main thread one at
+        a time, so a kernel_info_request waited behind a running %%rlm cell: a
+        page reloaded mid-run showed the kernel as "Unknown" and sent nothing
+        (its hello included) until the run ended. While a run goes on, answer
+        those read-only requests here, on the shell channel's own thread,
+        which owns the shell socket and is free even while a step's code
+        holds the main thread."""
+        if self.rlm_requests and self.session is not None:
+            idents, frames = self.session.feed_identities(msg, copy=False)
+            try:
+                # content=False only peeks: the signature is not yet recorded as seen
+                header = self.session.deserialize(frames, content=False, copy=False)["header"]
+            except Exception:  # noqa: BLE001 - the usual path reports a bad message
+                header = {}
+            if header.get("msg_type") in _BESIDE_A_RUN and not header.get("subshell_id"):
+                self._answer_beside_the_run(idents, frames)
+                return
+        await super().shell_channel_thread_main(msg)
+
+    def _answer_beside_the_run(self, idents: list[Any], frames: list[Any]) -> None:
+        try:
+            request = self.session.deserialize(frames, content=True, copy=False)
+        except Exception:  # noqa: BLE001 - an unsigned or replayed message gets no answer
+            self.log.error("Invalid message", exc_info=True)  # noqa: G201
+            return
+        requests = list(self.rlm_requests)
+        if request["header"]["msg_type"] == "kernel_info_request":
+            reply_type, content = "kernel_info_reply", {"status": "ok", **self.kernel_info}
+        else:
+            reply_type, content = "comm_info_reply", {"status": "ok", "comms": self._comms_of(
+                request["content"].get("target_name"))}
+        # A page's request is done when its reply and its 'idle' have come.
+        super()._publish_status("busy", "shell", parent=request)
+        self.session.send(self.shell_stream, reply_type, content, request, idents)
+        super()._publish_status("idle", "shell", parent=request)
+        if requests:
+            # JupyterLab ignores the statuses of a kernel_info_request, so a
+            # page that has just connected would show "Unknown" until the
+            # run's end: say again that the run's request is busy.
+            self._publish_status("busy", "shell", parent=requests[-1][0])
+
+    def _comms_of(self, target: str | None) -> dict[str, dict[str, str]]:
+        manager = getattr(self, "comm_manager", None)
+        for _ in range(3):  # the main thread may open or close a comm meanwhile
+            try:
+                comms = list(manager.comms.items()) if manager is not None else []
+                break
+            except RuntimeError:
+                continue
+        else:
+            comms = []
+        return {k: {"target_name": v.target_name} for k, v in comms if target is None or v.target_name == target}
 
     def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
         """While a %%rlm cell runs, requests handled beside it (a subshell

@@ -127,13 +127,15 @@ class RLMMagics(Magics):
         await _model_client_ready()
         try:
             args = run_parser().parse_args(shlex.split(line))
+            page = await session.page_at_run_start()
             if not args.fresh:
                 # the notebook as it is now: is this cell's run already below it?
                 here = ((self.shell.kernel.get_parent("shell") or {}).get("metadata") or {}).get("cellId")
-                cells = await session.cells_for_rerun(here, query_source(line, cell))
+                cells = page if page is not None else await session.cells_for_rerun(here, query_source(line, cell))
                 if recorded_run_note(session, cells, here, line, cell, options.given(args)):
                     return
-            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients)
+            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients,
+                               page_cells=page)
         except RLMError as error:
             raise UsageError(str(error)) from None
         # IPython already counted this cell, so generated cells take the

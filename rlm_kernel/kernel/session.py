@@ -106,22 +106,42 @@ class KernelSession:
         self.frontend_sends_cells = True
         self.book.load_cells(cells)
 
-    async def request_cells(self, timeout: float = CELLS_TIMEOUT_S) -> list[dict[str, Any]] | None:
-        """The notebook's cells as they are now: from the page when it has
-        the extension, else the saved file."""
-        if self.channel.attached:
-            request_id = str(next(self._request_ids))
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._requests[request_id] = future
-            self.channel.send("get_cells", request_id=request_id)
-            try:
-                return await asyncio.wait_for(future, timeout)
-            except asyncio.TimeoutError:
-                self._requests.pop(request_id, None)
+    async def ask_page(self, timeout: float = CELLS_TIMEOUT_S) -> list[dict[str, Any]] | None:
+        """The notebook's cells as the page has them now (outputs included);
+        None without a page that has the extension, or when it does not answer."""
+        if not self.channel.attached:
+            return None
+        request_id = str(next(self._request_ids))
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._requests[request_id] = future
+        self.channel.send("get_cells", request_id=request_id)
+        try:
+            cells = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            self._requests.pop(request_id, None)
+            return None
+        return cells if isinstance(cells, list) else None
+
+    def saved_cells(self) -> list[dict[str, Any]] | None:
+        """The saved file's cells (their recorded sub-calls go into the replay book)."""
         cells = read_saved_cells()
         if cells is not None:
             self.book.load_cells(cells)
         return cells
+
+    async def request_cells(self, timeout: float = CELLS_TIMEOUT_S) -> list[dict[str, Any]] | None:
+        """The notebook's cells as they are now: from the page when it has
+        the extension, else the saved file."""
+        cells = await self.ask_page(timeout)
+        return cells if cells is not None else self.saved_cells()
+
+    async def page_at_run_start(self) -> list[dict[str, Any]] | None:
+        """The page's notebook as a run starts, when the page sends its cells:
+        what a reload mid-run would lose (the outputs of cells run before it,
+        unsaved) and the run's ``resync`` brings back."""
+        if not (self.channel.attached and self.frontend_sends_cells):
+            return None
+        return await self.ask_page(RERUN_CHECK_TIMEOUT_S)
 
     def known_cells(self) -> list[dict[str, Any]] | None:
         """The page's last copy of the notebook, else the saved file."""

@@ -85,6 +85,8 @@ class DisplaySink(Sink):
         self.thread = thread
         self.status_only = status_only  # the labextension shows the steps as cells
         self._status_handle: Any = None
+        self._shown: list[dict[str, Any]] = []  # what the cell shows now (main thread)
+        self._status_index: int | None = None
         self._status_lock = threading.Lock()
         self._status_text: str | None = None  # newest line not shown yet
         self._status_shown_at = 0.0
@@ -102,8 +104,12 @@ class DisplaySink(Sink):
             from IPython.display import display
 
             if note:
-                display({"text/markdown": f"*{note}*", "text/plain": note}, raw=True)
-            self._status_handle = display({"text/plain": status_line(run.status())}, raw=True, display_id=True)
+                self._display({"text/markdown": f"*{note}*", "text/plain": note})
+            line = {"text/plain": status_line(run.status())}
+            self._status_handle = display(line, raw=True, display_id=True)
+            self._status_index = len(self._shown)
+            self._shown.append({"output_type": "display_data", "data": line, "metadata": {},
+                                "transient": {"display_id": self._status_handle.display_id}})
 
         self._post(show)
 
@@ -123,7 +129,7 @@ class DisplaySink(Sink):
             label = "history compacted"
         header = f"**[step {step} · {label}]**\n\n" if role != "answer" else ""
         data = {"text/markdown": header + text, "text/plain": text}
-        self._post(lambda: _display(data))
+        self._post(lambda: self._display(data))
 
     def run_ended(self, run: Run, result: RunResult) -> None:
         """With the page showing the steps as cells, the answer (or how the
@@ -132,11 +138,11 @@ class DisplaySink(Sink):
             return
         closing = run.cells[-1]
         data = {"text/markdown": closing.source, "text/plain": result.answer_text or closing.source}
-        self._post(lambda: _display(data))
+        self._post(lambda: self._display(data))
 
     def note(self, run: Run, text: str) -> None:
         if not run.depth:
-            self._post(lambda: _display({"text/markdown": f"*{text}*", "text/plain": text}))
+            self._post(lambda: self._display({"text/markdown": f"*{text}*", "text/plain": text}))
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
@@ -167,9 +173,17 @@ class DisplaySink(Sink):
             text, self._status_text = self._status_text, None
         if text is not None and self._status_handle is not None:
             self._status_handle.update({"text/plain": text}, raw=True)
+            if self._status_index is not None:
+                self._shown[self._status_index]["data"] = {"text/plain": text}
 
+    def _display(self, data: dict[str, Any]) -> None:
+        from IPython.display import display
 
-def _display(data: dict[str, Any]) -> None:
-    from IPython.display import display
+        display(data, raw=True)
+        self._shown.append({"output_type": "display_data", "data": data, "metadata": {}})
 
-    display(data, raw=True)
+    def outputs(self) -> list[dict[str, Any]]:
+        """What the run has shown in its cell so far, as nbformat outputs (the
+        status line's display id in ``transient``), for a page reloaded
+        mid-run. Main thread."""
+        return [{**o, "data": dict(o["data"])} for o in self._shown]

@@ -16,6 +16,8 @@ step. Only the newest queued ``status`` is kept.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.sink import Sink
@@ -97,14 +99,28 @@ class LiveChannel:
             self.comm.send(message)
 
 
+@dataclass
+class Anchor:
+    """The cell a run's cells go below (the ``%%rlm`` or ``%rlm continue``
+    cell): its id, its execute request's msg_id, its own execution count and
+    what its output shows now (a callable, from the cell's display sink)."""
+
+    cell_id: str | None
+    parent_msg_id: str | None = None
+    execution_count: int | None = None
+    outputs: Callable[[], list[dict[str, Any]]] | None = None
+
+
 class LiveSink(Sink):
-    def __init__(self, channel: LiveChannel, thread: CallerThread, anchor_cell_id: str | None,
-                 parent_msg_id: str | None) -> None:
+    def __init__(self, channel: LiveChannel, thread: CallerThread, anchor: Anchor,
+                 page_cells: list[dict[str, Any]] | None = None) -> None:
         self.channel = channel
         self.thread = thread
-        self.anchor = anchor_cell_id
-        self.parent_msg_id = parent_msg_id
-        self.last_cell_id = anchor_cell_id
+        self.anchor = anchor.cell_id
+        self.parent_msg_id = anchor.parent_msg_id
+        self._anchor = anchor
+        self._page_cells = _shown_cells(page_cells or [], anchor.cell_id)
+        self.last_cell_id = anchor.cell_id
         self.run: Run | None = None
         self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
         self.drafts: dict[str, str] = {}  # the page's draft cells of a streaming reply: id -> source sent
@@ -197,8 +213,11 @@ class LiveSink(Sink):
         if run.depth:
             return
         meta = cell.metadata.get("rlm", {})
+        status = meta.get("status", "ok")
+        # A cell that did not run has no iopub outputs: its note comes with the op.
+        outputs = {"outputs": plain(cell.get("outputs", []))} if status == "skipped" else {}
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
-                   status=meta.get("status", "ok"), metadata=plain(meta))
+                   status=status, metadata=plain(meta), **outputs)
 
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
@@ -218,15 +237,40 @@ class LiveSink(Sink):
         self.thread.post(detach)
 
     def resync(self) -> None:
-        """A page (re)connected during the run: send every cell so far. Runs on
-        the main thread (comm messages are handled there)."""
+        """A page (re)connected during the run: send what it may have lost by
+        a reload (runs on the main thread, where comm messages are handled):
+        every cell of the run so far; the anchor cell's own output and count,
+        with the msg_id its later outputs come under; and the page's other
+        code cells as they were when the run started (nothing else runs while
+        it goes on), so the outputs of cells run before it come back too."""
         run = self.run
         if run is None:
             return
         cells = [_cell_json(c, outputs=True) for c in run.cells
                  if c.metadata.get("rlm", {}).get("role") not in _HIDDEN_ROLES]
         self.drafts.clear()  # the reloaded page has none: the next progress inserts them again
-        self.channel.send("resync", run_id=run.run_id, anchor_cell_id=self.anchor, cells=cells)
+        ours = {c["id"] for c in cells}
+        anchor = self._anchor
+        shown = anchor.outputs() if anchor.outputs is not None else None
+        self.channel.send("resync", run_id=run.run_id, anchor_cell_id=self.anchor, cells=cells,
+                          parent_msg_id=self.parent_msg_id,
+                          anchor={"execution_count": anchor.execution_count, "outputs": shown},
+                          page_cells=[c for c in self._page_cells if c["id"] not in ours])
+
+
+def _shown_cells(cells: list[dict[str, Any]], anchor: str | None) -> list[dict[str, Any]]:
+    """The code cells of the page's notebook that show a run's result (an
+    execution count or outputs), but the anchor: what a reload would lose."""
+    shown = []
+    for cell in cells:
+        if cell.get("cell_type") != "code" or not cell.get("id") or cell.get("id") == anchor:
+            continue
+        if cell.get("execution_count") is None and not cell.get("outputs"):
+            continue
+        source = cell.get("source", "")
+        shown.append({"id": cell["id"], "source": "".join(source) if isinstance(source, list) else source,
+                      "execution_count": cell.get("execution_count"), "outputs": cell.get("outputs") or []})
+    return shown
 
 
 def _cell_json(cell: NotebookNode, outputs: bool) -> dict[str, Any]:

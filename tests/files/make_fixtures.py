@@ -13,6 +13,10 @@
   labextension merges the ``cell_metadata`` op it is sent.
 - ``child_run.ipynb``: a run whose code called ``rlm_query``: the sub-call's
   record carries the child run (``child``, with its cells).
+- ``resumed.ipynb``: ``finished.ipynb`` resumed after its first code cell
+  (``RLM.resume``, as ``rlm-kernel run --resume`` does) with a new second
+  step: the old continuation stays below it, marked ``superseded``, with its
+  recorded outputs (the history that Run All must not run again).
 
 Every model call reports fixed token counts, and the values that change
 from one run to the next (run and cell ids, timestamps, latencies,
@@ -48,7 +52,7 @@ from rlm_kernel.engine.replay import ReplayBook  # noqa: E402
 from rlm_kernel.engine.subcalls import prompt_hash  # noqa: E402
 from rlm_kernel.testing.server import Reply, ScriptedServer  # noqa: E402
 
-NAMES = ("finished.ipynb", "pinned.ipynb", "child_run.ipynb")
+NAMES = ("finished.ipynb", "pinned.ipynb", "child_run.ipynb", "resumed.ipynb")
 CONTEXT_FILE = "reviews.txt"
 CHILD = "openai/child-model"
 
@@ -78,6 +82,13 @@ CHILD_STEPS = [
     repl("hits = [r for r in context.splitlines() if 'courier' in r or 'parcel' in r]\nfound = len(hits)\n"
          "print(found)", prose="Look for the two words."),
     "FINAL_VAR(found)",
+]
+
+# The resumed run's new second step: it recounts, differently, then answers.
+RESUMED_ROOT = [
+    repl("complaints = len([v for v in verdicts if v.strip().lower() == 'yes'])\nprint('recounted', complaints)",
+         prose="Count again, allowing for stray spaces."),
+    "FINAL_VAR(complaints)",
 ]
 
 # Fixed usage for every call, so token counts do not follow the prompts' wording.
@@ -113,6 +124,23 @@ def run(folder: Path, name: str, scripts: dict[str, list[str]], query: str) -> d
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def resume(folder: Path, name: str, source: str, from_role: str, from_step: int) -> dict[str, Any]:
+    """The run saved as ``source`` resumed after its cell of ``from_role`` in
+    ``from_step`` (its context file read from beside it, as when a person
+    resumes it); the new notebook as the engine wrote it."""
+    (folder / CONTEXT_FILE).write_bytes((HERE / CONTEXT_FILE).read_bytes())
+    nb = json.loads((folder / source).read_text(encoding="utf-8"))
+    upto = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("rlm", {}).get("role") == from_role
+                and c["metadata"]["rlm"].get("step") == from_step)
+    path = folder / name
+    with ScriptedServer(Router({"root-model": with_usage(RESUMED_ROOT)}, sub=sub_model)) as server:
+        result = RLM(model=ROOT, sub_model=SUB, api_base=server.url, retry_base_delay=0.01).resume(
+            folder / source, from_cell=upto, output=path)
+    if result.reason != "final":
+        raise SystemExit(f"{name}: the scripted resume ended with {result.reason!r}: {result.error}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def pin(nb: dict[str, Any]) -> None:
     """Pin "yes" for the review the sub-model got wrong, with a rewritten
     prompt, as a person does in the sub-call widget."""
@@ -133,6 +161,7 @@ SECONDS = ("latency_s", "duration_s", "elapsed_s")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?$")
 PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
 TIME_IN_TEXT = re.compile(r"\b\d+(\.\d+)? s\b")  # "0.04 s" in a sub-call view's table
+MADE_IN = re.compile(r"\S*rlm-fixtures-[^/\\]+[/\\]")  # the folder make() works in: a resumed run's context file
 
 
 def stabilise(nb: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +203,7 @@ def stabilise(nb: dict[str, Any]) -> dict[str, Any]:
             if TIMESTAMP.match(node):
                 return "2025-01-01T00:00:00Z"
             node = PORT.sub(r"\1:8000", node)
+            node = MADE_IN.sub("", node)
             if known is not None:
                 node = known.sub(lambda m: ids[m.group()], node)
             if view:
@@ -196,10 +226,11 @@ def make(out: Path) -> list[Path]:
         folder = Path(tmp)
         finished = run(folder, "finished.ipynb", {"root-model": FINISHED_ROOT}, QUESTION)
         child = run(folder, "child_run.ipynb", {"root-model": CHILD_ROOT, "child-model": CHILD_STEPS}, CHILD_QUESTION)
+        resumed = resume(folder, "resumed.ipynb", "finished.ipynb", "code", 1)
     pinned = copy.deepcopy(finished)
     pin(pinned)
     made = []
-    for name, nb in zip(NAMES, (finished, pinned, child), strict=True):
+    for name, nb in zip(NAMES, (finished, pinned, child, resumed), strict=True):
         write(stabilise(nb), out / name)
         made.append(out / name)
     return made
