@@ -483,7 +483,8 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
 
         def on_op(op: dict[str, Any]) -> None:
             if op.get("op") == "get_cells" and op.get("request_id") != "hello":
-                cells = [dict(o["cell"]) for o in frontend.ops_named("insert_cell")]
+                # one per id: a streamed reply's draft and its cell share one (the page updates it in place)
+                cells = list({o["cell"]["id"]: dict(o["cell"]) for o in frontend.ops_named("insert_cell")}.values())
                 for cell in cells:
                     if cell["source"] == "print('one as written')":
                         cell["source"] = "print('one, edited in the notebook')"
@@ -497,7 +498,8 @@ def test_approve_in_a_live_notebook_edit_skip_and_run(frontend):
             helper.join(5)
         assert any("Run this code?" in a for a in asked), asked
         finished = {o["cell_id"]: o for o in frontend.ops_named("cell_finished")}
-        inserted = [o["cell"] for o in frontend.ops_named("insert_cell") if o["cell"]["cell_type"] == "code"]
+        inserted = list({o["cell"]["id"]: o["cell"] for o in frontend.ops_named("insert_cell")
+                         if o["cell"]["cell_type"] == "code"}.values())
         first, second = inserted[0], inserted[1]
         assert finished[first["id"]]["metadata"]["edited"] is True
         assert finished[first["id"]]["metadata"]["approved"] is True
