@@ -300,3 +300,20 @@ def test_on_a_terminal_the_cli_redraws_one_progress_line(tmp_path, server):
     assert proc.returncode == 0, text
     assert "\r\x1b[K  step 1: root model thinking" in text and "root model writing" in text, text
     assert "Thinking it over." not in text  # progress, not the text
+
+
+def test_the_scripted_server_tells_when_each_piece_was_written(run_rlm):
+    """Reply.on_piece (the live-speed benchmark's clock): every streamed
+    piece, in order, reasoning first, right after it went out."""
+    pieces: list[tuple[float, str, str]] = []
+    text = "Counting.\n" + repl("print(len(context))")
+    step = Reply(text=text, reasoning="Think first.", tokens_per_s=200,
+                 on_piece=lambda name, piece: pieces.append((time.time(), name, piece)))
+    before = time.time()
+    result, _ = run_rlm(root=[step, "FINAL(done)"])
+    assert result.answer == "done"
+    assert "".join(p for _, name, p in pieces if name == "reasoning_content") == "Think first."
+    assert "".join(p for _, name, p in pieces if name == "content") == text
+    assert [name for _, name, _ in pieces] == sorted((name for _, name, _ in pieces), reverse=True)
+    times = [t for t, _, _ in pieces]
+    assert before <= times[0] and times == sorted(times) and times[-1] - times[0] >= (len(pieces) - 1) / 200 - 0.01

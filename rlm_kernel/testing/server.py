@@ -54,6 +54,10 @@ class Reply:
     tokens_per_s: float | None = None
     break_after: int | None = None
     no_done: bool = False
+    # Called as on_piece(field, piece) right after each streamed piece is
+    # written to the socket ("reasoning_content" or "content"): a benchmark
+    # times the page against it.
+    on_piece: Callable[[str, str], None] | None = None
 
     def generation_s(self) -> float:
         """How long writing the reply takes: ttft, then every token at ``tokens_per_s``."""
@@ -266,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             delta = {"role": "assistant", name: piece} if index == 0 else {name: piece}
             self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            if reply.on_piece is not None:
+                reply.on_piece(name, piece)
             content_sent += len(piece) if name == "content" else 0
             if reply.tokens_per_s:
                 wait = started + reply.ttft + (index + 1) / reply.tokens_per_s - time.monotonic()
