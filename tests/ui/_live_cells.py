@@ -2,7 +2,8 @@
 replies at once (each step a line of prose and a trivial ```repl cell; then
 FINAL), timed headless, in the RLM kernel alone (no page) and in a real
 JupyterLab in Chromium from executing the %%rlm cell until every cell of the
-run is rendered with its output; and the very cells of that run inserted
+run is rendered with its output (root replies streamed, and not:
+``--no-stream``); and the very cells of that run inserted
 again by the page itself, no kernel involved, in that JupyterLab and in one
 where our extension is disabled (JupyterLab's own cost of creating and
 rendering them). Part of the live-speed benchmark (bench_live_speed.py)."""
@@ -58,18 +59,22 @@ class InstantModel:
 # -- headless -------------------------------------------------------------------
 
 
-def time_headless(url: str, steps: int, repeat: int) -> list[float]:
+def time_headless(url: str, steps: int, repeat: int) -> dict[str, list[float]]:
+    """``RLM.completion`` in this process, root replies streamed ('stream',
+    the default) and not ('whole', no_stream=True), in turns."""
     from rlm_kernel import RLM
 
-    rlm = RLM(model="openai/root-model", api_base=url, api_key="x", max_iterations=steps + 1)
     context = "word " * 1000
-    rlm.completion(context, WARM_QUERY)  # imports litellm, opens connections
-    times = []
+    times: dict[str, list[float]] = {"stream": [], "whole": []}
     for _ in range(repeat):
-        started = time.perf_counter()
-        result = rlm.completion(context, QUERY)
-        times.append(time.perf_counter() - started)
-        assert result.reason == "final" and result.iterations == steps + 1, (result.reason, result.iterations)
+        for mode in times:
+            rlm = RLM(model="openai/root-model", api_base=url, api_key="x", max_iterations=steps + 1,
+                      no_stream=mode == "whole")
+            rlm.completion(context, WARM_QUERY)  # imports litellm, opens connections
+            started = time.perf_counter()
+            result = rlm.completion(context, QUERY)
+            times[mode].append(time.perf_counter() - started)
+            assert result.reason == "final" and result.iterations == steps + 1, (result.reason, result.iterations)
     return times
 
 
@@ -250,7 +255,7 @@ def _kernel_elapsed(page: Any, steps: int) -> float:
     append_code_cell(page)
     probe = run_cell(page, "print(rlm_result.elapsed_s, rlm_result.iterations, rlm_result.reason)")
     text = "".join(output_text(o) for o in cell_state(page, probe)["outputs"]).split()
-    page.evaluate(_DROP_OLD_RUNS.replace("meta && meta.run_id &&", "true &&"), ["ctx", "warm", "bench"])
+    page.evaluate(_DROP_OLD_RUNS.replace("meta && meta.run_id &&", "true &&"), _KEEP)
     assert text[1:] == [str(steps + 1), "final"], text
     return float(text[0])
 
@@ -355,14 +360,20 @@ def time_jupyterlab_alone(cells: list[dict[str, Any]], repeat: int) -> dict[str,
     return times
 
 
+# The two %%rlm cells of the browser notebook: root replies streamed (as by
+# default) and not (--no-stream), timed in turns so that both see the same load.
+BENCH_CELLS = {"bench": "", "bench-whole": "--no-stream"}
+_KEEP = ["ctx", "warm", *BENCH_CELLS]
+
+
 def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, shot: Path) -> dict[str, Any]:
-    """``repeat`` runs of the %%rlm cell in ``page`` (a JupyterLab with our
-    extension), each followed by the notebook-alone timings."""
+    """``repeat`` runs of each %%rlm cell in ``page`` (a JupyterLab with our
+    extension); after each streamed run, the notebook-alone timings."""
     magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", sub_model=False)
     path = lab.write_notebook("bench.ipynb", [
         code_cell("context = 'word ' * 1000", "ctx"),
         code_cell(f"{magic}\n{WARM_QUERY}", "warm"),
-        code_cell(f"{magic}\n{QUERY}", "bench"),
+        *(code_cell(f"{magic} {flags}".rstrip() + f"\n{QUERY}", cell) for cell, flags in BENCH_CELLS.items()),
     ], kernel="rlm")
     open_notebook(page, lab, path)
     start_cell(page, "ctx")
@@ -371,17 +382,19 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
     wait_cell_idle(page, "warm", timeout=60_000)
     page.wait_for_timeout(500)
     meter = CpuMeter(lab)
-    times, kernel_times, marks, stuck = [], [], [], 0
+    times: dict[str, list[float]] = {cell: [] for cell in BENCH_CELLS}
+    kernel_times: dict[str, list[float]] = {cell: [] for cell in BENCH_CELLS}
+    marks, stuck = [], 0
     alone: dict[str, list[float]] = {"batch": [], "stream": []}
     cpu: dict[str, list[float]] = {}
-    while len(times) < repeat:
-        page.evaluate(_DROP_OLD_RUNS, ["ctx", "warm", "bench"])
+    while len(times["bench-whole"]) < repeat:
+        cell = "bench" if len(times["bench"]) == len(times["bench-whole"]) else "bench-whole"
+        page.evaluate(_DROP_OLD_RUNS, _KEEP)
         page.wait_for_timeout(300)
         try:
             meter.start()
-            ms = page.evaluate(_RUN_AND_WAIT, ["bench", steps])
-            for name, seconds in meter.stop().items():
-                cpu.setdefault(name, []).append(seconds)
+            ms = page.evaluate(_RUN_AND_WAIT, [cell, steps])
+            used = meter.stop()
         except Exception as error:  # noqa: BLE001 - a run that never finished
             # See tests/ui/test_live_repeat.py: interrupt it and try again.
             stuck += 1
@@ -389,16 +402,20 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
             if stuck > 5:
                 raise
             click_interrupt(page)
-            wait_cell_idle(page, "bench", timeout=30_000)
+            wait_cell_idle(page, cell, timeout=30_000)
             continue
-        times.append(ms["total"] / 1000)
-        marks.append(ms)
-        wait_cell_idle(page, "bench", timeout=60_000)
-        page.screenshot(path=str(shot))
-        for mode in alone:
-            page.wait_for_timeout(300)
-            alone[mode].append(page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000)
-        run_cells = page.evaluate(_RUN_CELLS_JSON)
-        kernel_times.append(_kernel_elapsed(page, steps))
-    return {"browser": times, "kernel": kernel_times, "marks": marks, "stuck": stuck,
+        times[cell].append(ms["total"] / 1000)
+        wait_cell_idle(page, cell, timeout=60_000)
+        if cell == "bench":
+            marks.append(ms)
+            for name, seconds in used.items():
+                cpu.setdefault(name, []).append(seconds)
+            page.screenshot(path=str(shot))
+            for mode in alone:
+                page.wait_for_timeout(300)
+                alone[mode].append(page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000)
+            run_cells = page.evaluate(_RUN_CELLS_JSON)
+        kernel_times[cell].append(_kernel_elapsed(page, steps))
+    return {"browser": times["bench"], "browser_whole": times["bench-whole"], "kernel": kernel_times["bench"],
+            "kernel_whole": kernel_times["bench-whole"], "marks": marks, "stuck": stuck,
             "alone_batch": alone["batch"], "alone_stream": alone["stream"], "cpu": cpu, "run_cells": run_cells}

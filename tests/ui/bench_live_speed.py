@@ -12,11 +12,13 @@ directly; tests/ui/test_bench_live_speed.py runs ``--quick``):
    output; then the very cells of that run (outputs included) are inserted
    again by the page itself, no kernel involved, in a JupyterLab where our
    extension is disabled, all in one transaction: the ratio of the two
-   medians is the headline. Context (_live_cells.py): the same run headless
-   (``RLM.completion``) and in the RLM kernel alone (no page), the page's own
-   insertion one cell per task and with our extension loaded, when the page
-   got the first and the answer's ``insert_cell``, the CPU seconds of page,
-   Jupyter server and kernel, the load average.
+   medians is the headline. Context (_live_cells.py): the kernel's own run
+   time inside ours; ours with root replies not streamed (``--no-stream``);
+   the same run headless (``RLM.completion``, streamed and not) and in the
+   RLM kernel alone (no page); the page's own insertion one cell per task and
+   with our extension loaded; when the page got the first and the answer's
+   ``insert_cell``; the CPU seconds of page, Jupyter server and kernel; the
+   load average (other work on the machine slows every number here).
 2. **Token to page** (target p95 <= 150 ms; _token_to_page.py). Root replies
    stream at 40, 60 and 80 tokens/s (about 300 tokens each, a unique marker
    word every ~10 tokens); the scripted server notes when it wrote each
@@ -65,7 +67,7 @@ from _live_cells import (  # noqa: E402
     time_kernel_alone,
 )
 from _token_to_page import plan, run_streaming  # noqa: E402
-from labdriver import ARTIFACTS  # noqa: E402
+from labdriver import ARTIFACTS, shutdown_all_sessions  # noqa: E402
 
 from rlm_kernel.testing.server import ScriptedServer  # noqa: E402
 
@@ -82,7 +84,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         kernel_alone = time_kernel_alone(server.url, args.steps, args.repeat)
         with lab_page("bench-jupyter-lab.log") as (lab, page):
             cells = time_browser(page, lab, server.url, args.steps, args.repeat, shot)
+            shutdown_all_sessions(page)  # each part has the machine to itself
             streaming = run_streaming(page, lab, plan(args.quick), str(ARTIFACTS / "bench_token_to_page"))
+            shutdown_all_sessions(page)
             batch = run_batch(page, lab, args.batch)
     plain = time_jupyterlab_alone(cells.pop("run_cells"), args.repeat)
     load_after = os.getloadavg()
@@ -96,7 +100,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "quick": args.quick, "steps": args.steps, "repeat": args.repeat,
         "ours_s": cells["browser"], "jupyterlab_alone_s": plain["batch"], "ratio": ratio, "target_ratio": TARGET_RATIO,
         "jupyterlab_alone_stream_s": plain["stream"],
-        "headless_s": headless, "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
+        "ours_whole_s": cells["browser_whole"], "kernel_in_browser_run_whole_s": cells["kernel_whole"],
+        "headless_s": headless["stream"], "headless_whole_s": headless["whole"],
+        "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
         "notebook_alone_batch_s": cells["alone_batch"], "notebook_alone_stream_s": cells["alone_stream"],
         "cpu_s": cells["cpu"], "marks_ms": cells["marks"], "stuck_runs": cells["stuck"],
         "token_to_page": streaming, "target_p95_ms": TARGET_P95_MS, "batch": batch,
@@ -130,12 +136,15 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"  ratio ours / JupyterLab alone                       : {r['ratio']:.2f} "
           f"(target <= {r['target_ratio']}): {_verdict(r['ratio'] <= r['target_ratio'])}")
     print("  context:")
+    print(f"  the kernel's own run time during ours               : {_show(r['kernel_in_browser_run_s'])}")
+    print(f"  ours, root replies not streamed (--no-stream)       : {_show(r['ours_whole_s'])}")
+    print(f"    the kernel's own run time meanwhile               : {_show(r['kernel_in_browser_run_whole_s'])}")
     print(f"  JupyterLab alone, one cell per task                 : {_show(r['jupyterlab_alone_stream_s'])}")
     print(f"  the same cells re-inserted with our extension loaded: {_show(r['notebook_alone_batch_s'])}")
     print(f"    ... one cell per task                             : {_show(r['notebook_alone_stream_s'])}")
     print(f"  headless (RLM.completion)                           : {_show(r['headless_s'])}")
+    print(f"    root replies not streamed                         : {_show(r['headless_whole_s'])}")
     print(f"  RLM kernel alone (live ops, no page)                : {_show(r['kernel_alone_s'])}")
-    print(f"  the kernel's own run time during ours               : {_show(r['kernel_in_browser_run_s'])}")
     print(f"  ours / headless                                     : {median(r['ours_s']) / median(r['headless_s']):.2f}")
     print(f"  page handled the first insert_cell                  : at {median(m['first_insert'] for m in marks):.0f} ms"
           f"; the answer's at {median(m['answer_insert'] for m in marks):.0f} ms; all rendered "
@@ -205,7 +214,9 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
             row("JupyterLab alone, our extension disabled, one transaction", r["jupyterlab_alone_s"]),
             row("JupyterLab alone, our extension disabled, one cell per task", r["jupyterlab_alone_stream_s"]),
             row("the same cells inserted by the page with our extension loaded", r["notebook_alone_batch_s"]),
+            row("ours with root replies not streamed (`--no-stream`)", r["ours_whole_s"]),
             row("headless: `RLM.completion` in one process", r["headless_s"]),
+            row("headless, root replies not streamed", r["headless_whole_s"]),
             row("the RLM kernel alone (live ops sent, no page)", r["kernel_alone_s"]),
         ], ["", "time", "/ JupyterLab alone"]),
         "",
