@@ -71,7 +71,7 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
     summary = done.stderr.strip().splitlines()[-1]
     assert summary == report["summary"]
     assert re.fullmatch(r"live speed: ours / JupyterLab alone \d+\.\d\d \(target <= 1\.25\); token to page p95 \d+ ms "
-                        r"\(target <= 150\); 500-sub-call batch: longest main-thread task \d+ ms while it fills",
+                        r"\(target <= 150\); 500-sub-call batch: longest main-thread task (\d+|under 50) ms while it fills",
                         summary), summary
 
 
