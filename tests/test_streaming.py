@@ -314,3 +314,20 @@ def test_the_code_at_the_end_of_a_reply_runs_before_the_usage_arrives(run_rlm):
     result, _ = run_rlm(root=[root, "FINAL(ok)"], model="openai/root-model-usage-late")
     assert _ran_at(cells_by_role(result.notebook, "code")[0]) < sent[0] + 0.7, "the code waited for the usage"
     assert cells_by_role(result.notebook, "thought")[0].metadata.rlm.root_call["completion_tokens"] > 0
+
+
+def test_the_scripted_server_tells_when_each_piece_was_written(run_rlm):
+    """Reply.on_piece (the live-speed benchmark's clock): every streamed
+    piece, in order, reasoning first, right after it went out."""
+    pieces: list[tuple[float, str, str]] = []
+    text = "Counting.\n" + repl("print(len(context))")
+    step = Reply(text=text, reasoning="Think first.", tokens_per_s=200,
+                 on_piece=lambda name, piece: pieces.append((time.time(), name, piece)))
+    before = time.time()
+    result, _ = run_rlm(root=[step, "FINAL(done)"])
+    assert result.answer == "done"
+    assert "".join(p for _, name, p in pieces if name == "reasoning_content") == "Think first."
+    assert "".join(p for _, name, p in pieces if name == "content") == text
+    assert [name for _, name, _ in pieces] == sorted((name for _, name, _ in pieces), reverse=True)
+    times = [t for t, _, _ in pieces]
+    assert before <= times[0] and times == sorted(times) and times[-1] - times[0] >= (len(pieces) - 1) / 200 - 0.01

@@ -56,6 +56,10 @@ class Reply:
     break_after: int | None = None
     no_done: bool = False
     usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
+    # Called as on_piece(field, piece) right after each streamed piece is
+    # written to the socket ("reasoning_content" or "content"): a benchmark
+    # times the page against it.
+    on_piece: Callable[[str, str], None] | None = None
 
     def generation_s(self) -> float:
         """How long writing the reply takes: ttft, then every token at ``tokens_per_s``."""
@@ -273,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             delta = {"role": "assistant", name: piece} if index == 0 else {name: piece}
             self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            if reply.on_piece is not None:
+                reply.on_piece(name, piece)
             content_sent += len(piece) if name == "content" else 0
             if reply.tokens_per_s:
                 wait = started + reply.ttft + (index + 1) / reply.tokens_per_s - time.monotonic()

@@ -16,12 +16,21 @@ call without putting a 200,000-character prompt in a text box.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
+from _batch_fill import (
+    INSTRUCTIONS,
+    LONG_TASKS,
+    PROBE,
+    batch_step,
+    fast_sub,
+    long_tasks,
+    summary_line,
+    watch_fill,
+    write_long_tasks,
+)
 from _helpers import repl
 from labdriver import (
-    ARTIFACTS,
     CELLS,
     cell_by_id,
     code_cell,
@@ -40,64 +49,6 @@ pytestmark = pytest.mark.usefixtures("fresh_kernels")
 
 ROW_HEIGHT = 26  # labextension/src/subcall_list.ts
 MAX_ROW_ELEMENTS = 100
-
-# Every long task of the page, from its first load.
-LONG_TASKS = """
-window.__rlmLongTasks = [];
-try {
-  new PerformanceObserver(list => {
-    for (const e of list.getEntries()) window.__rlmLongTasks.push([e.startTime, e.duration]);
-  }).observe({type: 'longtask', buffered: true});
-} catch (e) { window.__rlmLongTasksError = String(e); }
-// Diagnostics only: which scripts the long frames ran (written to test-artifacts).
-window.__rlmLongFrames = [];
-try {
-  new PerformanceObserver(list => {
-    for (const e of list.getEntries()) window.__rlmLongFrames.push({start: e.startTime, duration: e.duration,
-      scripts: (e.scripts || []).map(s => [s.invoker, s.sourceFunctionName, Math.round(s.duration)])});
-  }).observe({type: 'long-animation-frame', buffered: true});
-} catch (e) { /* not every browser has it */ }
-"""
-
-# What the list shows right now: row elements, all elements, its title.
-PROBE = """(widget) => ({
-  now: performance.now(),
-  rows: widget.querySelectorAll('.rlm-sc-list .rlm-sc-row').length,
-  nodes: widget.querySelectorAll('*').length,
-  title: (widget.querySelector('.rlm-sc-title') || {}).textContent || '',
-})"""
-
-INSTRUCTIONS = ("You read one part of a long document. Say in one line what this part is about, "
-                "and quote its first proper name. Do not explain. ") * 3
-
-
-def _batch_step(n: int) -> str:
-    return repl(
-        f"prompts = [f'{INSTRUCTIONS}\\n\\nPart {{i}} of {n}: ' + context[i * 7:(i + 1) * 7] for i in range({n})]\n"
-        "answers = llm_query_batched(prompts)\n"
-        "print(len(answers), 'answers;', sum(a.startswith('[sub-call error') for a in answers), 'failed')",
-        prose="One question per part.")
-
-
-def _fast_sub(prompt: str) -> Reply | str:
-    part = re.search(r"Part (\d+) of", prompt)
-    number = int(part.group(1)) if part else -1
-    if number % 1000 == 7:  # a few calls fail for good
-        return Reply(text="scripted refusal", status=400)
-    return f"answer to part {number}"
-
-
-def _long_tasks(page: Page, start: float, end: float) -> list[tuple[float, float]]:
-    tasks = page.evaluate("() => window.__rlmLongTasks || []")
-    return [(s, d) for s, d in tasks if start - 50 <= s <= end]
-
-
-def _write_long_tasks(page: Page, name: str, summary: str, tasks: list[tuple[float, float]]) -> None:
-    frames = page.evaluate("() => window.__rlmLongFrames || []")
-    lines = [summary, "long tasks (start ms, duration ms):"] + [f"  {s:.0f} {d:.0f}" for s, d in tasks]
-    lines += ["long animation frames over 100 ms, with their scripts:"]
-    lines += [f"  {f['start']:.0f} {f['duration']:.0f} {f['scripts']}" for f in frames if f["duration"] > 100]
-    (ARTIFACTS / name).write_text("\n".join(lines) + "\n")
 
 
 def _row_heights(widget) -> dict:
@@ -138,50 +89,34 @@ def _run(page: Page, lab_server, server: ScriptedServer, name: str, context_code
 
 def test_a_batch_of_5000_stays_responsive_with_a_bounded_list(page: Page, lab_server, request) -> None:
     n = 5_000
-    script = Script(root=[_batch_step(n), "FINAL(done)"], sub=_fast_sub)
+    script = Script(root=[batch_step(n), "FINAL(done)"], sub=fast_sub)
     with ScriptedServer(script) as server:
         started = _run(page, lab_server, server, "batch-5000.ipynb", "context = 'abcdefghij' * 5000",
                        "--concurrency 128")
         widget = page.locator(f"{CELLS} .rlm-subcall-widget").first
         widget.wait_for(timeout=120_000)
-        expect(widget.locator(".rlm-sc-list")).to_be_attached(timeout=30_000)
-        first = widget.evaluate(PROBE)
-        samples = [first]
-        mid_shot = None
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            sample = widget.evaluate(PROBE)
-            samples.append(sample)
-            done = re.search(r"(\d+) of 5000 done", sample["title"])
-            count = int(done.group(1)) if done else 0
-            if mid_shot is None and n * 0.3 <= count <= n * 0.8:
+        mid: dict[str, int] = {}
+
+        def half_way(count: int) -> None:
+            if not mid and n * 0.3 <= count <= n * 0.8:
                 widget.locator(".rlm-sc-scroll").evaluate("el => { el.scrollTop = 2000 * 26; }")
                 widget.scroll_into_view_if_needed()
-                mid_shot = screenshot(page, request, "-mid-fill")
-                mid_count = count
-            if count == n:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the batch did not finish: {samples[-1]}")
-        end = samples[-1]["now"]
+                screenshot(page, request, "-mid-fill")
+                mid["count"] = count
+
+        fill = watch_fill(widget, n, during=half_way)
+        samples = fill.samples
         wait_cell_idle(page, "ask", timeout=120_000)
         page.wait_for_timeout(500)
         finished = page.evaluate("() => performance.now()")
         # The whole run: the cells going in, the widget opening with 5,000 rows
         # in its state, the fill, the batch's end and the run's last cells.
-        tasks = _long_tasks(page, started, finished)
-        longest = max((d for _, d in tasks), default=0.0)
-        filling = max((d for s, d in tasks if first["now"] <= s <= end), default=0.0)
-        fill_s = (end - first["now"]) / 1000
-        summary = (f"5,000-row batch: filled in {fill_s:.1f} s; over the whole run {len(tasks)} long tasks, "
-                   f"longest {longest:.0f} ms, total {sum(d for _, d in tasks):.0f} ms; longest while the list "
-                   f"filled {filling:.0f} ms; most row elements {max(s['rows'] for s in samples)}, "
-                   f"most elements in the widget {max(s['nodes'] for s in samples)}; {len(samples)} samples")
+        tasks = long_tasks(page, started, finished)
+        summary = summary_line(fill.figures(tasks))
         print("\n" + summary)
-        _write_long_tasks(page, "subcall_batch_5000_longtasks.txt", summary, tasks)
-        assert mid_shot is not None, "no sample caught the batch half-way"
-        assert mid_count < n
+        write_long_tasks(page, "subcall_batch_5000_longtasks.txt", summary, tasks)
+        assert mid, "no sample caught the batch half-way"
+        assert mid["count"] < n
         # A bounded DOM at every moment, and a title that says what happened.
         assert max(s["rows"] for s in samples) <= MAX_ROW_ELEMENTS, samples
         assert max(s["nodes"] for s in samples) <= 30 * MAX_ROW_ELEMENTS, samples
@@ -257,12 +192,12 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
         end = widget.evaluate(PROBE)["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
         page.wait_for_timeout(500)
-        tasks = _long_tasks(page, started, page.evaluate("() => performance.now()"))
+        tasks = long_tasks(page, started, page.evaluate("() => performance.now()"))
         summary = (f"66-row batch: over the whole run {len(tasks)} long tasks, longest "
                    f"{max((d for _, d in tasks), default=0):.0f} ms; while the list filled, longest "
                    f"{max((d for s, d in tasks if first['now'] <= s <= end), default=0):.0f} ms")
         print("\n" + summary)
-        _write_long_tasks(page, "subcall_batch_66_longtasks.txt", summary, tasks)
+        write_long_tasks(page, "subcall_batch_66_longtasks.txt", summary, tasks)
 
         # A summary: the title, the progress bar, the filters, ten rows' height that scrolls.
         expect(widget.locator(".rlm-sc-title")).to_contain_text("llm_query_batched")
