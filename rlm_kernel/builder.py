@@ -136,6 +136,8 @@ def build_run(
     if owns_namespace and (not isinstance(query, str) or not query.strip()):
         raise RLMError("The query is empty; say what you want to know about the context.")
     file_sinks = _file_sinks(frontends)
+    if owns_namespace:
+        start["tools"] = _tools(options, executor, later=bool(start.get("prelude")))
     client = client or model_client(options)
     if check:
         check_models(options, client)
@@ -144,6 +146,16 @@ def build_run(
               owns_namespace=owns_namespace, **start)
     run.sink = MultiSink(*_sinks(frontends, code_thread), *file_sinks)
     return run
+
+
+def _tools(options: Any, executor: Any, later: bool) -> Any:
+    """The person's tools, found now (a name not defined yet may wait for a
+    resumed run's re-run cells): a bad one is refused before any model call."""
+    from .engine.tools import Toolbox
+
+    toolbox = Toolbox(options.tools)
+    toolbox.bind(executor.namespace, later=later)
+    return toolbox
 
 
 def _file_sinks(frontends: Frontends) -> list[Sink]:

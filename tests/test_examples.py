@@ -230,10 +230,26 @@ def takeover_sub(prompt: str) -> str:
     return "yes" if any(word in review for word in ("shipping", "courier", "parcel", "package")) else "no"
 
 
+# The person's lookup_order is the root model's only way to the orders' dates.
+TOOLS_ROOT = by_step(
+    repl(r'''
+import re
+orders = {number: re.search(r"[A-Z]-\d+", ticket).group() for number, ticket in enumerate(context, 1)}
+print(orders)
+''', "Each ticket names an order: find them."),
+    repl('''
+records = {number: lookup_order(order) for number, order in orders.items()}
+late = [number for number, r in records.items() if r["shipped"] and r["shipped"] > r["promised"]]
+print(late)
+''', "The dates are in the person's lookup_order."),
+    "FINAL_VAR(late)",
+)
+
+
 # -- the tests ------------------------------------------------------------------------
 
 TESTED = {"quickstart.ipynb", "needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb",
-          "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb"}
+          "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb", "tools_and_follow_ups.ipynb"}
 
 
 def test_every_example_is_run_by_a_test_and_listed_in_the_readme():
@@ -331,6 +347,18 @@ def test_local_model(tmp_path):
     assert f"{ROOT} at {server.url}" in outputs_text(cell(nb, "settings"))
     assert "['scripted']" in outputs_text(cell(nb, "models"))
     assert len(server.calls("root-model")) == 3 and len(server.calls("sub-model")) == 1
+
+
+def test_tools_and_follow_ups(tmp_path):
+    nb, probe, server = run_example("tools_and_follow_ups.ipynb", scripted(TOOLS_ROOT, lambda prompt: "unused"),
+                                    tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    assert result["answer"] == "[1, 4]"
+    first = next(m["content"] for m in server.calls("root-model")[0]["messages"] if m["role"] == "user")
+    assert '- `lookup_order(order_id)`: The order with this id (such as "A-1017")' in first
+    assert "The model is told the signature" not in first
+    assert "final\n[1, 4]" in outputs_text(cell(nb, "read"))
 
 
 def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tmp_path):

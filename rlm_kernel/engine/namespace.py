@@ -52,6 +52,7 @@ class Entries:
                 "FINAL": self.final,
                 "FINAL_VAR": self.final_var,
                 "answer": self.answer,
+                **self.run.tools.entries(),
             }
             if self.run.context is None and self.run.prelude:
                 del values["context"]  # a resumed run's own cells define it

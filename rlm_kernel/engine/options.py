@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RLMError
+from . import tools as _tools
 
 
 @dataclass(frozen=True)
 class Option:
     name: str  # the keyword; the flag is --name-with-dashes
-    kind: str  # "text" | "whole" | "real" | "flag"
+    kind: str  # "text" | "whole" | "real" | "flag" | "tools" (a list of functions or their names)
     default: Any = None
     help: str = ""
-    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, calls
+    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, tools, calls
     lowest: float = 0  # numbers: the smallest value allowed
     above: bool = False  # real numbers: must be above `lowest`, not equal to it
     env: str | None = None  # unset: the value of this environment variable
@@ -54,6 +55,8 @@ class Option:
             return None if not self.choices or value in self.choices else f"must be {' or '.join(self.choices)}, got {value!r}"
         if self.kind == "flag":
             return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+        if self.kind == "tools":
+            return _tools.value_problem(value)
         if self.kind == "whole":
             if isinstance(value, bool) or not isinstance(value, int) or value < self.lowest:
                 return f"must be a whole number of at least {self.lowest:g}, got {value!r}"
@@ -71,6 +74,8 @@ class Option:
             if self.choices and text not in self.choices:
                 raise argparse.ArgumentTypeError(f"expected {' or '.join(self.choices)}, got {text!r}")
             return text
+        if self.kind == "tools":
+            return _tools.parse_flag(text)
         if self.kind == "whole":
             try:
                 value: Any = int(text)
@@ -92,6 +97,8 @@ class Option:
 
     def text(self, value: Any) -> str:
         """How a value is written as a flag's argument."""
+        if self.kind == "tools":
+            return ",".join(_tools.spec_of(tool) for tool in value)
         return f"{value:g}" if isinstance(value, float) and value == int(value) and abs(value) < 1e15 else str(value)
 
 
@@ -130,6 +137,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("no_network_in_code", "flag", False,
            "refuse network access and new processes to generated code (a guard, not a sandbox)",
            group="trust", limit=True),
+    Option("tools", "tools", None, group="tools",
+           help="functions the root model may call in its code: names in the notebook's namespace "
+                "(search_index,lookup) or module:function (repeatable)"),
     Option("no_stream", "flag", False,
            "read each root reply whole instead of streaming it (streamed: cells appear as the model writes "
            "and a code block runs once its closing fence arrives)", group="calls"),
@@ -141,7 +151,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
-GROUPS = ("models", "budgets", "history", "trust", "calls")
+GROUPS = ("models", "budgets", "history", "trust", "tools", "calls")
 
 
 def _run_options_class() -> type:
@@ -178,6 +188,8 @@ def resolve(given: Mapping[str, Any] | None = None, *, environ: Mapping[str, str
             value = environ.get(option.env) or None
         if value is None and option.same_as:
             value = values[option.same_as]
+        if option.kind == "tools":
+            value = (tuple(value) or None) if value is not None else None  # no tools: unset
         values[option.name] = option.default if value is None else value
     return RunOptions(**values)
 
@@ -233,6 +245,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         group = groups[option.group]
         if option.kind == "flag":
             group.add_argument(option.flag_name, action="store_true", default=None, help=option.help)
+        elif option.kind == "tools":
+            group.add_argument(option.flag_name, action="extend", type=option.parse, default=None, help=option.help,
+                               metavar="NAMES")
         else:
             group.add_argument(option.flag_name, type=option.parse, default=None, help=option.help,
                                metavar=option.name.upper() if option.kind == "text" else None)

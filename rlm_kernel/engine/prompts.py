@@ -97,12 +97,32 @@ def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:
     return text
 
 
+QUERY_MARK = "\n\nQuery: "
+
+
 def first_message(context: Any, query: str, sources: Sequence[str] | None = None) -> str:
     return (
-        f"{describe_context(context, sources)}\n\n"
-        f"Query: {query}\n\n"
+        f"{describe_context(context, sources)}{QUERY_MARK}{query}\n\n"
         "Start by writing code to look at `context`; you have not seen any of it yet."
     )
+
+
+def with_notes(messages: list[dict[str, Any]], notes: Sequence[str]) -> list[dict[str, Any]]:
+    """``messages`` with ``notes`` (the person's tools, earlier runs) in the
+    first user message, between the context's description and the query;
+    a note already there is not added again (a continued run's history)."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, str):
+            continue
+        new = [note for note in notes if note and note not in content]
+        if not new:
+            return messages
+        head, mark, tail = content.partition(QUERY_MARK)
+        block = "\n\n".join(new)
+        content = f"{head}\n\n{block}{mark}{tail}" if mark else f"{block}\n\n{content}"
+        return [*messages[:index], {**message, "content": content}, *messages[index + 1:]]
+    return messages
 
 
 def _size(value: Any) -> int:

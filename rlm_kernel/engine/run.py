@@ -22,6 +22,7 @@ from nbformat import NotebookNode
 from .._words import plural
 from . import prompts, trajectory
 from .approval import Approver
+from .briefing import brief
 from .compaction import Compactor, ContextWindowFull
 from .engine_loop import submit
 from .execution import Executor, PlainExecutor
@@ -36,6 +37,7 @@ from .sink import Sink
 from .step import Stop, run_cell, take_step
 from .subcalls import SubcallHelpers, SubcallRecord
 from .threads import CallerThread, CodeThread, WorkerThread
+from .tools import Toolbox
 from .tree import RunTree
 
 History = list[dict[str, Any]] | Callable[[Any], list[dict[str, Any]]]
@@ -64,6 +66,7 @@ class Run:
         trailing_cells: list[NotebookNode] | None = None,
         earlier_runs: list[dict[str, Any]] | None = None,
         owns_namespace: bool = True,
+        tools: Toolbox | None = None,
     ) -> None:
         """``history`` (messages, or a function of the context giving them)
         makes a continued run start from there at ``first_step``; ``prelude``
@@ -91,6 +94,7 @@ class Run:
         self.trailing_cells = list(trailing_cells or [])  # kept after the run's own cells (an old continuation)
         self.earlier_runs = list(earlier_runs or [])  # records of the runs a resumed notebook already had
         self.owns_namespace = owns_namespace
+        self.tools = tools or Toolbox()  # a person's own functions the root model may call
         self.iteration = first_step - 1
         self.own_tokens = [0, 0]  # prompt, completion: this run's calls and its children's (not its siblings')
         self.subcalls_made = 0
@@ -218,6 +222,8 @@ class Run:
                 await self._run_prelude()
             if callable(self.history):
                 messages = [dict(m) for m in self.history(self.context)]
+            if self.depth == 0:
+                messages = await brief(self, messages)
             await self.code_thread.run(self.entries.restore)
             if self.first_step > options.max_iterations:
                 raise Stop("max_iterations", f"The run already used its {plural(options.max_iterations, 'step')}; "
@@ -364,6 +370,7 @@ class Run:
             "answer_var": result.answer_var if result else None,
             "limits": self.tree.options.limits(),
             "context": {"sources": self.sources, "description": prompts.describe_context(self.context)},
+            **({"tools": self.tools.names()} if self.tools.tools else {}),
         }
 
     def notebook(self, result: RunResult | None = None) -> NotebookNode:

@@ -221,7 +221,7 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
         result.model_view += f"\nTimeoutError: the cell ran longer than {options.cell_timeout:g} s and was interrupted."
     cell.outputs = [from_dict(o) for o in result.outputs if o.get("data") != {}]
     cell.execution_count = result.execution_count
-    meta = cell.metadata["rlm"]
+    meta = cell.metadata.setdefault("rlm", {})  # a person's cell re-run by a resumed run has none
     meta["status"] = result.status
     meta["duration_s"] = round(result.duration_s, 4)
     if subcalls:
