@@ -18,6 +18,7 @@ from .engine.result import RunResult
 from .engine.sink import Sink
 from .engine.threads import CallerThread
 from .engine.trajectory import new_cell_id
+from .errors import RLMError
 from .redaction import remember_secret
 from .sinks.journal import journal_path
 from .sinks.notebook import trajectory_notebook, write_notebook
@@ -67,13 +68,23 @@ class RLM:
         sources: Sequence[str] | None = None,
         sink: Sink | None = None,
         approver: Approver | None = None,
+        follow_up: RunResult | NotebookNode | str | os.PathLike[str] | None = None,
     ) -> RunResult:
         """Run the RLM on ``context`` (any str / list / dict) headless.
 
         Generated code runs in a fresh namespace on this thread. Returns a
         result with ``.answer``, ``.reason``, usage, cost and ``.notebook``
         (the trajectory, an nbformat notebook; also written to ``output``).
+
+        ``follow_up``: an earlier result (or its notebook, or a notebook's
+        path) this question builds on: its code cells run again first (their
+        sub-calls replayed) and the root model is told its runs' queries,
+        answers and variables. ``context`` None then reloads the context
+        from the paths the notebook recorded.
         """
+        if follow_up is not None:
+            return self._follow_up(follow_up, context, query, output=output, sources=sources, sink=sink,
+                                   approver=approver)
         return self._run_headless(output, sink, query=query, context=context, sources=list(sources or []) or None,
                                   lead_cells=[context_cell(sources)], approver=approver)
 
@@ -103,7 +114,43 @@ class RLM:
             replay=ReplayBook.from_cells(resumed.cells, enabled=replay),
             history=history_for(resumed, self.options.max_output_chars), first_step=next_step(resumed),
             prelude=resumed.prelude, approver=approver, trailing_cells=resumed.trailing,
-            earlier_runs=resumed.earlier_runs,
+            earlier_runs=resumed.earlier_runs, follow_up=resumed.follow_up,
+        )
+
+    def _follow_up(self, earlier: Any, context: Any, query: str, *, output: Any, sources: Sequence[str] | None,
+                   sink: Sink | None, approver: Approver | None) -> RunResult:
+        import uuid
+
+        from .engine import prompts, trajectory
+        from .engine.follow_up import FollowUp
+        from .engine.options import query_cell_source
+        from .engine.replay import ReplayBook
+        from .resume import plan_follow_up
+
+        notebook = getattr(earlier, "notebook", earlier)
+        if notebook is None:
+            raise RLMError("follow_up= takes a RunResult with its notebook, a notebook, or a notebook's path.")
+        planned = plan_follow_up(os.fspath(notebook) if isinstance(notebook, (str, os.PathLike)) else notebook,
+                                 load=context is None)
+        if context is None and planned.context is not None:
+            context, sources = planned.context.value, planned.context.sources
+        follow_up = FollowUp(planned.earlier)
+        run_id = uuid.uuid4().hex[:12]
+        query_cell = trajectory.query_cell(run_id, query_cell_source(self.options, query))
+        query_cell.metadata["rlm"]["follows"] = follow_up.follows
+        listed = list(sources or []) or None
+
+        def history(loaded: Any) -> list[dict[str, Any]]:  # once the re-run cells have rebuilt the namespace
+            if loaded is None:
+                raise RLMError("The notebook does not say how its context was loaded; give it with --context PATH "
+                               "(or pass it to completion).")
+            return [{"role": "system", "content": prompts.SYSTEM_PROMPT},
+                    {"role": "user", "content": prompts.first_message(loaded, query, listed)}]
+
+        return self._run_headless(
+            output, sink, query=query, context=context, sources=listed, run_id=run_id,
+            lead_cells=[*planned.cells, query_cell], replay=ReplayBook.from_cells(planned.cells), history=history,
+            prelude=planned.prelude, approver=approver, earlier_runs=planned.records, follow_up=follow_up,
         )
 
     def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, *, query: str,

@@ -44,7 +44,8 @@ def _parser() -> Any:
     run.add_argument("--approve", action="store_true",
                      help="ask on the terminal before each generated code cell runs (run, edit, skip, stop)")
     resume = run.add_argument_group("resuming a saved run")
-    resume.add_argument("--resume", metavar="NB", help="continue the run saved in this notebook")
+    resume.add_argument("--resume", metavar="NB",
+                        help="continue the run saved in this notebook; with --query, ask a follow-up question on it")
     resume.add_argument("--from-cell", type=int, metavar="N",
                         help="continue after cell N (its index in the notebook; default: the run's last step)")
     resume.add_argument("--no-replay", action="store_true",
@@ -160,15 +161,7 @@ def _run(args: Any) -> int:
     if args.resume:
         return _resume(args)
 
-    query = args.query
-    if args.query_file:
-        try:
-            with open(args.query_file, encoding="utf-8") as handle:
-                query = handle.read()
-        except OSError as error:
-            raise RLMError(f"Cannot read the query file {args.query_file!r}: {error.strerror}.") from None
-    if not query or not query.strip():
-        raise RLMError("Give the question with --query TEXT (or --query-file PATH).")
+    query = _query(args)
     if not args.context:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
     rlm = RLM(**options.given(args))
@@ -178,6 +171,19 @@ def _run(args: Any) -> int:
     result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
                             approver=_approver(args))
     return _report(args, result)
+
+
+def _query(args: Any) -> str:
+    query = args.query
+    if args.query_file:
+        try:
+            with open(args.query_file, encoding="utf-8") as handle:
+                query = handle.read()
+        except OSError as error:
+            raise RLMError(f"Cannot read the query file {args.query_file!r}: {error.strerror}.") from None
+    if not query or not query.strip():
+        raise RLMError("Give the question with --query TEXT (or --query-file PATH).")
+    return query
 
 
 def _approver(args: Any) -> Any:
@@ -205,8 +211,8 @@ def _resume(args: Any) -> int:
     from .resume import plan
     from .sinks.console import ConsoleSink
 
-    if args.query or args.query_file:
-        raise RLMError("--resume continues the saved question; leave out --query.")
+    if args.query is not None or args.query_file:
+        return _follow_up(args)
     saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old)
     rlm = RLM(**{**saved.options, **options.given(args)})
     stem = Path(args.resume)
@@ -215,6 +221,31 @@ def _resume(args: Any) -> int:
     result = rlm.resume(args.resume, from_cell=saved.upto, output=output, context=args.context or None,
                         encoding=args.encoding, replay=not args.no_replay, drop_old=args.drop_old, sink=sink,
                         approver=_approver(args))
+    return _report(args, result)
+
+
+def _follow_up(args: Any) -> int:
+    """``--resume NB --query TEXT``: a follow-up question on a saved notebook."""
+    from pathlib import Path
+
+    from .api import RLM
+    from .engine.context import load_context
+    from .resume import plan_follow_up
+    from .sinks.console import ConsoleSink
+
+    query = _query(args)
+    if args.from_cell is not None or args.drop_old or args.no_replay:
+        raise RLMError("A follow-up (--query) re-runs the whole notebook with its sub-calls replayed; "
+                       "leave out --from-cell, --drop-old and --no-replay.")
+    planned = plan_follow_up(args.resume, args.context or None, args.encoding)
+    rlm = RLM(**{**planned.options, **options.given(args)})
+    stem = Path(args.resume)
+    output = args.output or str(stem.with_name(f"{stem.stem}-follow-up-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))
+    loaded = load_context(args.context, encoding=args.encoding) if args.context else planned.context
+    sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
+    result = rlm.completion(loaded.value if loaded else None, query, output=output, sink=sink,
+                            sources=loaded.sources if loaded else None, approver=_approver(args),
+                            follow_up=args.resume)
     return _report(args, result)
 
 

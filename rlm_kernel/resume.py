@@ -1,4 +1,5 @@
-"""``rlm-kernel run --resume NB.ipynb [--from-cell N]``: continue a saved run.
+"""``rlm-kernel run --resume NB.ipynb [--from-cell N]``: continue a saved run;
+with ``--query TEXT``: ask a follow-up question on it.
 
 The namespace is rebuilt by re-running the notebook's code cells up to cell
 N with their recorded sub-calls replayed (no model calls for those); the
@@ -6,6 +7,10 @@ root model's history is rebuilt from the notebook as it is (edited code,
 notes a person added, pinned responses); the run goes on with new cells
 after cell N. The old continuation after N is kept below the new one,
 marked superseded (or dropped with ``--drop-old``).
+
+A follow-up (:func:`plan_follow_up`) re-runs all of the notebook's code cells
+the same way, then starts a new run below them that builds on the notebook's
+runs (``engine/follow_up.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from nbformat import NotebookNode
 from .engine.cells import is_agent_cell, rlm_meta
 from .engine.cells import source as cell_source
 from .engine.context import LoadedContext, load_context
+from .engine.follow_up import EarlierRun, FollowUp, earlier_runs_in, recorded_follow_up
 from .engine.history import find_query_cell, rebuild, run_at
 from .engine.options import parse_query_cell
 from .errors import RLMError
@@ -39,6 +45,7 @@ class ResumePlan:
     options: dict[str, Any]
     context: LoadedContext | None
     earlier_runs: list[dict[str, Any]] = field(default_factory=list)
+    follow_up: FollowUp | None = None  # a follow-up run: the runs above it, which it builds on
 
 
 def read_notebook(path: str) -> NotebookNode:
@@ -130,7 +137,43 @@ def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: 
         trailing.append(cell)
     earlier = list((nb.metadata.get("rlm") or {}).get("runs") or [])
     return ResumePlan(cells=head, prelude=prelude, trailing=trailing, upto=upto, run_id=run_id, query=query,
-                      options=options, context=loaded, earlier_runs=earlier)
+                      options=options, context=loaded, earlier_runs=earlier,
+                      follow_up=recorded_follow_up(cells, query_index))
+
+
+@dataclass
+class FollowUpPlan:
+    cells: list[NotebookNode]  # the notebook's cells, kept above the new run's
+    prelude: list[NotebookNode]  # the code cells among them to re-run
+    earlier: list[EarlierRun]  # the notebook's runs, oldest first
+    options: dict[str, Any]  # those of its last run's %%rlm cell
+    context: LoadedContext | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_follow_up(notebook: str | NotebookNode, context: list[str] | None = None, encoding: str = "utf-8",
+                   load: bool = True) -> FollowUpPlan:
+    """A follow-up question on a saved notebook (a path, or a trajectory
+    notebook from ``RunResult.notebook``); ``load`` False: the caller has
+    the context (its recorded files are not read)."""
+    nb = read_notebook(notebook) if isinstance(notebook, str) else copy.deepcopy(notebook)
+    folder = Path(notebook).parent if isinstance(notebook, str) else Path.cwd()
+    records = list((nb.metadata.get("rlm") or {}).get("runs") or [])
+    earlier = [r for r in earlier_runs_in(nb.cells, records) if r.reason != "running"]
+    if not earlier:
+        raise RLMError("This notebook has no finished RLM run to ask a follow-up about (no %%rlm run with an "
+                       "answer cell).")
+    last = len(nb.cells) - 1
+    query_index = find_query_cell(nb.cells, last)
+    options = parse_query_cell(cell_source(nb.cells[query_index]))[1] if query_index is not None else {}
+    if context:
+        loaded: LoadedContext | None = load_context(context, encoding=encoding)
+    else:
+        sources = context_sources(nb, last) if load else None
+        loaded = load_context(_resolve(sources, folder), encoding=encoding) if sources else None
+    prelude = [c for i, c in enumerate(nb.cells) if _rerun(c, i, -1, loaded is not None)]
+    return FollowUpPlan(cells=list(nb.cells), prelude=prelude, earlier=earlier, options=options, context=loaded,
+                        records=records)
 
 
 def _rerun(cell: Any, index: int, query_index: int, context_loaded: bool) -> bool:
@@ -164,4 +207,4 @@ def next_step(plan_: ResumePlan) -> int:
     return max(steps, default=0) + 1
 
 
-__all__ = ["ResumePlan", "plan", "history_for", "next_step", "read_notebook"]
+__all__ = ["FollowUpPlan", "ResumePlan", "history_for", "next_step", "plan", "plan_follow_up", "read_notebook"]

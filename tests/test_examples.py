@@ -245,6 +245,27 @@ print(late)
     "FINAL_VAR(late)",
 )
 
+# The follow-up: told about the first run, it reuses `records` and `late` instead of looking the orders up again.
+FOLLOW_UP_ROOT = by_step(
+    repl('''
+from datetime import date
+days = {n: (date.fromisoformat(records[n]["shipped"]) - date.fromisoformat(records[n]["promised"])).days
+        for n in late}
+summary = ", ".join(f"ticket {n}: {d} days late" for n, d in days.items())
+print(summary)
+''', "The earlier run left `records` and `late`: the dates are there already."),
+    "FINAL_VAR(summary)",
+)
+
+
+def tools_root(body: dict[str, Any]) -> Any:
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if "Query: How many days late" not in first:
+        return TOOLS_ROOT(body)
+    if "Variables it left: `orders` (dict, 5 items), `records` (dict, 5 items), `late` (list, 2 items)" not in first:
+        return "FINAL(the follow-up was not told what the first run left)"
+    return FOLLOW_UP_ROOT(body)
+
 
 # -- the tests ------------------------------------------------------------------------
 
@@ -350,15 +371,22 @@ def test_local_model(tmp_path):
 
 
 def test_tools_and_follow_ups(tmp_path):
-    nb, probe, server = run_example("tools_and_follow_ups.ipynb", scripted(TOOLS_ROOT, lambda prompt: "unused"),
+    nb, probe, server = run_example("tools_and_follow_ups.ipynb", scripted(tools_root, lambda prompt: "unused"),
                                     tmp_path)
     result = probe["result"]
     assert result["reason"] == "final", result
-    assert result["answer"] == "[1, 4]"
-    first = next(m["content"] for m in server.calls("root-model")[0]["messages"] if m["role"] == "user")
+    assert result["answer"] == "ticket 1: 10 days late, ticket 4: 13 days late"
+    requests = server.calls("root-model")
+    first = next(m["content"] for m in requests[0]["messages"] if m["role"] == "user")
     assert '- `lookup_order(order_id)`: The order with this id (such as "A-1017")' in first
     assert "The model is told the signature" not in first
-    assert "final\n[1, 4]" in outputs_text(cell(nb, "read"))
+    assert "Final answer" in outputs_text(cell(nb, "ask")) and "[1, 4]" in outputs_text(cell(nb, "ask"))
+    # the follow-up was told the first run's query, answer and variables (else its script gives up)
+    follow_up = next(m["content"] for m in requests[3]["messages"] if m["role"] == "user")
+    assert "Query: Which tickets are about orders that shipped after their promised date?" in follow_up
+    assert "Answer (the value of `late`): [1, 4]" in follow_up
+    assert len(requests) == 5
+    assert "ticket 1: 10 days late" in outputs_text(cell(nb, "read"))
 
 
 def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tmp_path):

@@ -153,7 +153,7 @@ def test_cli_resume_from_a_cell_index(tmp_path, make_rlm, server):
     (["--resume", "missing.ipynb"], "No such notebook"),
     (["--resume", "plain.ipynb"], "no RLM run to resume"),
     (["--resume", "first.ipynb", "--from-cell", "99"], "There is no cell 99"),
-    (["--resume", "first.ipynb", "--query", "x"], "leave out --query"),
+    (["--resume", "first.ipynb", "--query", "x", "--from-cell", "3"], "leave out --from-cell"),
 ])
 def test_cli_resume_errors_are_one_sentence(tmp_path, make_rlm, server, args, needle):
     _first_run(tmp_path, make_rlm, server)

@@ -134,6 +134,7 @@ export class LiveNotebook
   private runStarted(op: IRunStarted): void {
     const run = this.run(op.run_id);
     run.anchorCellId = op.anchor_cell_id;
+    this.markFollowUp(op);
     this.follower.start();
     this.setStatus({
       protocol: op.protocol,
@@ -187,6 +188,15 @@ export class LiveNotebook
     }
     this.follower.newest(op.cell.id);
     return true;
+  }
+
+  /** A follow-up's `%%rlm` cell says which run it follows; a re-run that follows none loses the mark. */
+  private markFollowUp(op: IRunStarted): void {
+    const anchor = op.anchor_cell_id ? cellById(this.model, op.anchor_cell_id) : null;
+    const follows = typeof op.follows === 'string' ? op.follows : null;
+    if (anchor && (asDict(anchor.getMetadata('rlm'))?.follows ?? null) !== follows) {
+      untracked(this.model, () => mergeRlmMetadata(anchor, { follows }));
+    }
   }
 
   private cellText(op: ICellText): void {

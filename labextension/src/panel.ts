@@ -344,6 +344,9 @@ export class RunsPanel extends Widget {
     if (detail.childElementCount) {
       row.appendChild(detail);
     }
+    if (run?.follows) {
+      row.appendChild(this._followsLine(run.follows));
+    }
     if (run?.query) {
       const query = document.createElement('div');
       query.className = 'rlm-run-query';
@@ -380,6 +383,26 @@ export class RunsPanel extends Widget {
       item.appendChild(group);
     }
     return item;
+  }
+
+  /** "follow-up of run X" under a run's row; a click goes to run X. */
+  private _followsLine(earlier: string): HTMLElement {
+    const line = document.createElement('div');
+    line.className = 'rlm-run-follows';
+    line.style.paddingLeft = '18px';
+    line.dataset.follows = earlier;
+    line.textContent = `follow-up of run ${earlier}`;
+    const target = this._runs.find(r => r.runId === earlier);
+    line.title = target
+      ? `This run builds on run ${earlier}${target.query ? `: ${target.query}` : ''}. Click to go to it.`
+      : `This run builds on run ${earlier} (not in this notebook).`;
+    if (target) {
+      line.addEventListener('click', event => {
+        event.stopPropagation();
+        void this._goTo(target.node);
+      });
+    }
+    return line;
   }
 
   /** Cost (when known) and time of an entry. */

@@ -60,6 +60,8 @@ export interface IRunView {
   runId: string;
   query: string;
   points: IStepPoint[];
+  /** The earlier run this one is a follow-up of (`metadata.rlm.follows`), or null. */
+  follows: string | null;
 }
 
 /** How much of a cell's source the panel reads. */
@@ -354,7 +356,10 @@ export function buildRuns(cells: ICellFacts[], notebookRlm: unknown = null): IRu
     }
   }
 
-  const groups = new Map<string, { cells: ICellFacts[]; target: string; query: string }>();
+  const groups = new Map<
+    string,
+    { cells: ICellFacts[]; target: string; query: string; follows: string | null }
+  >();
   cells.forEach((cell, index) => {
     const runId = asString(cell.rlm?.run_id);
     const role = asString(cell.rlm?.role);
@@ -371,13 +376,15 @@ export function buildRuns(cells: ICellFacts[], notebookRlm: unknown = null): IRu
       group = {
         cells: [],
         target: anchor?.id ?? cell.id,
-        query: anchor ? queryOf(anchor.source) : ''
+        query: anchor ? queryOf(anchor.source) : '',
+        follows: null
       };
       groups.set(runId, group);
     }
     if (role === 'query' && !group.query) {
       group.query = queryOf(cell.source);
     }
+    group.follows = group.follows ?? asString(cell.rlm?.follows);
     group.cells.push(cell);
   });
 
@@ -398,6 +405,7 @@ export function buildRuns(cells: ICellFacts[], notebookRlm: unknown = null): IRu
       runId,
       query: asString(record.query) ?? group.query,
       points,
+      follows: group.follows ?? asString(record.follows),
       node: {
         key: `r:${runId}`,
         kind: 'run',

@@ -35,6 +35,8 @@ export interface IRunStarted extends IOpBase {
   query: string;
   max_iterations: number;
   depth: number;
+  /** The run this one is a follow-up of (its `%%rlm` cell is marked with it). */
+  follows?: string | null;
 }
 
 /** A cell announced by the kernel; `source` may be a string or nbformat lines. */

@@ -274,6 +274,23 @@ describe('buildRuns', () => {
     expect(run.node.model).toBe('openai/big');
   });
 
+  it('says which run a follow-up builds on, from its cells or the notebook record', () => {
+    const cells = [
+      ...finishedRun(),
+      cell('anchor2', { follows: 'r1' }, '%%rlm\nAnd then?'),
+      cell('f1', { role: 'thought', run_id: 'r2', step: 1, follows: 'r1' }, '', 'markdown'),
+      cell('f2', { role: 'answer', run_id: 'r2', step: 1, follows: 'r1', reason: 'final' }, '', 'markdown'),
+      cell('g1', { role: 'thought', run_id: 'r3', step: 1 }, '', 'markdown')
+    ];
+    const runs = buildRuns(cells, { runs: [{ run_id: 'r3', follows: 'r2' }] });
+    expect(runs.map(r => [r.runId, r.follows])).toEqual([
+      ['r1', null],
+      ['r2', 'r1'],
+      ['r3', 'r2']
+    ]);
+    expect(runs[1].query).toBe('And then?');
+  });
+
   it('keeps runs in the order their first cells appear, without a %%rlm cell too', () => {
     const cells = [
       cell('b1', { role: 'thought', run_id: 'B', step: 1 }, '', 'markdown'),

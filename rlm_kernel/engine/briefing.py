@@ -1,7 +1,9 @@
 """What a root run's model is told besides the context and the query, in
-its first user message: the person's tools (``tools.py``). A resumed run is
-briefed once its recorded cells have run again, so it finds the tools they
-define; a continued run's history gets the notes it lacks."""
+its first user message: the earlier runs a follow-up builds on
+(``follow_up.py``) and the person's tools (``tools.py``). A resumed run or a
+follow-up on a saved notebook is briefed once the recorded cells have run
+again, so it finds the tools they define and the variables they leave; a
+continued run's history gets the notes it lacks."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RLMError
 from . import prompts
+from .namespace import is_answer_dict
 from .step import Stop
 
 if TYPE_CHECKING:
@@ -20,9 +23,14 @@ async def brief(run: Run, messages: list[dict[str, Any]]) -> list[dict[str, Any]
     cannot be found stops the run (before its first root call)."""
 
     def notes() -> list[str]:  # on the code thread: it reads the namespace
-        if run.tools.bind_waiting(run.executor.namespace):
+        namespace = run.executor.namespace
+        current = namespace.get("answer")
+        if run.follow_up is not None and run.prelude and is_answer_dict(current) and current.get("ready"):
+            current.update(content="", ready=False)  # an earlier run's answer, given again by its re-run code
+        if run.tools.bind_waiting(namespace):
             run.entries.forget()  # the tools it found are installed at the next restore
-        return [run.tools.describe()]
+        earlier = run.follow_up.describe(namespace, skip=run.entries.values()) if run.follow_up else ""
+        return [earlier, run.tools.describe()]
 
     try:
         return prompts.with_notes(messages, await run.code_thread.run(notes))

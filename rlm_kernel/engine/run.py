@@ -26,6 +26,7 @@ from .briefing import brief
 from .compaction import Compactor, ContextWindowFull
 from .engine_loop import submit
 from .execution import Executor, PlainExecutor
+from .follow_up import FollowUp
 from .model_client import Completion, ModelCallError, ModelEndpoint
 from .namespace import Entries
 from .options import query_cell_source
@@ -67,6 +68,7 @@ class Run:
         earlier_runs: list[dict[str, Any]] | None = None,
         owns_namespace: bool = True,
         tools: Toolbox | None = None,
+        follow_up: FollowUp | None = None,
     ) -> None:
         """``history`` (messages, or a function of the context giving them)
         makes a continued run start from there at ``first_step``; ``prelude``
@@ -95,6 +97,7 @@ class Run:
         self.earlier_runs = list(earlier_runs or [])  # records of the runs a resumed notebook already had
         self.owns_namespace = owns_namespace
         self.tools = tools or Toolbox()  # a person's own functions the root model may call
+        self.follow_up = follow_up  # the earlier runs this one builds on
         self.iteration = first_step - 1
         self.own_tokens = [0, 0]  # prompt, completion: this run's calls and its children's (not its siblings')
         self.subcalls_made = 0
@@ -195,6 +198,8 @@ class Run:
             self.sink.status(self, self.status())
 
     def add_cell(self, cell: NotebookNode) -> None:
+        if self.follow_up is not None and "rlm" in cell.metadata:
+            cell.metadata["rlm"]["follows"] = self.follow_up.follows
         after = self.cells[-1].id if self.cells else None
         self.cells.append(cell)
         self.sink.cell_added(self, cell, after)
@@ -371,6 +376,7 @@ class Run:
             "limits": self.tree.options.limits(),
             "context": {"sources": self.sources, "description": prompts.describe_context(self.context)},
             **({"tools": self.tools.names()} if self.tools.tools else {}),
+            **({"follows": self.follow_up.follows} if self.follow_up is not None else {}),
         }
 
     def notebook(self, result: RunResult | None = None) -> NotebookNode:

@@ -26,6 +26,8 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--approve", action="store_true", help="ask before each generated code cell runs")
     parser.add_argument("--fresh", action="store_true",
                         help="start a new run even when this cell's recorded run is in the notebook below")
+    parser.add_argument("--new", action="store_true",
+                        help="do not build on this session's earlier runs (a follow-up is the default)")
     return parser
 
 
@@ -53,7 +55,7 @@ class CellRun:
     def __init__(self, shell: Any, line: str, body: str, *, sources: list[str] | None,
                  given: dict[str, Any] | None = None, approve: bool = False, continued: Any = None,
                  anchor: str | None = None, clients: Any = None,
-                 page_cells: list[dict[str, Any]] | None = None) -> None:
+                 page_cells: list[dict[str, Any]] | None = None, earlier: Any = None) -> None:
         from ..api import context_cell
         from ..builder import Frontends, LivePage, build_run
         from ..engine.execution import ShellExecutor
@@ -92,6 +94,9 @@ class CellRun:
         start: dict[str, Any] = {}
         if continued is not None:
             start = {"history": continued.messages, "first_step": continued.next_step}
+        elif earlier is not None:
+            start["follow_up"] = earlier.follow_up(new=args.new)
+        self.earlier, self.new = earlier, args.new
         self.run = build_run(
             run_options, query=body.strip(), context=shell.user_ns["context"], executor=executor,
             code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
@@ -128,6 +133,8 @@ class CellRun:
         if self.session is not None:
             self.session.active_run = None
             self.session.person_cells.install_helpers()
+        if self.earlier is not None:
+            self.earlier.ended(self.run, result, new=self.new)
         result.notebook = trajectory_notebook(self.run, result)
         result.notebook_path = str(self.path) if self.path else None
         self.shell.user_ns["rlm_result"] = result
@@ -138,19 +145,19 @@ class CellRun:
 
 
 def recorded_run_note(session: Any, cells: list[Any] | None, anchor: str | None, line: str, body: str,
-                      given: dict[str, Any]) -> bool:
+                      given: dict[str, Any]) -> str | None:
     """When this ``%%rlm`` cell's run is already in the notebook below it,
-    say so (and remember its options for the helpers); True then."""
+    say so (and remember its options for the helpers); its run id then."""
     from .reruns import recorded_run_below
 
     recorded = recorded_run_below(cells, anchor, query_source(line, body))
     if recorded is None:
-        return False
+        return None
     session.remember(given)
     print(f"The run of this cell ({recorded[0]}, {plural(recorded[1], 'cell')}) is already in the notebook below: "
           "run those cells to replay it with its recorded sub-calls (Run All does). "
           "Add --fresh to ask the model again.")
-    return True
+    return recorded[0]
 
 
 def _own_number(kernel: Any) -> int | None:

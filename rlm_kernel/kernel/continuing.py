@@ -31,7 +31,7 @@ def continue_parser() -> argparse.ArgumentParser:
 
 
 async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
-                           clients: Any = None) -> CellRun | None:
+                           clients: Any = None, earlier: Any = None) -> CellRun | None:
     """The continued run, or None when this cell's continuation is already below it."""
     from ..engine.history import rebuild
 
@@ -83,7 +83,7 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
           + (f"; {plural(len(between), 'cell')} moved below the new steps" if between else "")
           + ").")
     return CellRun(shell, "", rebuilt.query, sources=sources, given=given, approve=args.approve,
-                   continued=rebuilt, anchor=here, clients=clients, page_cells=page)
+                   continued=rebuilt, anchor=here, clients=clients, page_cells=page, earlier=earlier)
 
 
 def cells_between(cells: list[Any], upto: int, here: str | None, dropped: set[str]) -> list[str]:

@@ -16,6 +16,7 @@ from ..engine import options
 from ..engine.options import new_parser
 from ..errors import RLMError
 from .cell_runs import CellRun, query_source, recorded_run_note, run_parser
+from .follow_ups import SessionRuns
 
 USAGE = """\
 %rlm context PATH [PATH ...] [--encoding ENC]   load files (a file, several, a directory, a glob) as `context`
@@ -40,6 +41,7 @@ class RLMMagics(Magics):
         self.context_sources: list[str] | None = None
         self._loaded_value: Any = None
         self._clients: Any = None
+        self.runs = SessionRuns()  # the runs a later %%rlm builds on
 
     @line_magic
     def rlm(self, line: str) -> Any:
@@ -114,7 +116,8 @@ class RLMMagics(Magics):
     def rlm_cell(self, line: str, cell: str) -> None:
         """%%rlm [options]: the cell body is the query about `context`."""
         try:
-            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients)
+            prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients,
+                               earlier=self.runs)
         except RLMError as error:
             raise UsageError(str(error)) from None
         prepared.finish(prepared.run.run_here())
@@ -132,10 +135,12 @@ class RLMMagics(Magics):
                 # the notebook as it is now: is this cell's run already below it?
                 here = ((self.shell.kernel.get_parent("shell") or {}).get("metadata") or {}).get("cellId")
                 cells = page if page is not None else await session.cells_for_rerun(here, query_source(line, cell))
-                if recorded_run_note(session, cells, here, line, cell, options.given(args)):
+                recorded = recorded_run_note(session, cells, here, line, cell, options.given(args))
+                if recorded:
+                    self.runs.replayed(cells or [], recorded)  # Run All re-runs its cells
                     return
             prepared = CellRun(self.shell, line, cell, sources=self.sources(), clients=self.clients,
-                               page_cells=page)
+                               page_cells=page, earlier=self.runs)
         except RLMError as error:
             raise UsageError(str(error)) from None
         # IPython already counted this cell, so generated cells take the
@@ -150,7 +155,7 @@ class RLMMagics(Magics):
         self._session().kernel_loop = asyncio.get_running_loop()
         await _model_client_ready()
         try:
-            prepared = await prepare_continue(self.shell, line, self.sources(), self.clients)
+            prepared = await prepare_continue(self.shell, line, self.sources(), self.clients, self.runs)
         except RLMError as error:
             raise UsageError(str(error)) from None
         if prepared is not None:

@@ -165,7 +165,8 @@ class LiveSink(Sink):
         self.run = run
         self.channel.active = self
         self._send("run_started", run_id=run.run_id, anchor_cell_id=self.anchor, parent_msg_id=self.parent_msg_id,
-                   query=run.query, max_iterations=run.tree.options.max_iterations, depth=run.depth)
+                   query=run.query, max_iterations=run.tree.options.max_iterations, depth=run.depth,
+                   follows=run.follow_up.follows if run.follow_up is not None else None)
 
     def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
         if run.depth or cell.metadata.get("rlm", {}).get("role") in _HIDDEN_ROLES:
