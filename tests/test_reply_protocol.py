@@ -144,7 +144,7 @@ def test_continuing_in_a_live_namespace_keeps_the_models_answer_variable():
     def entries(namespace: dict, history: Any) -> Entries:
         helpers = SimpleNamespace(llm_query=None, llm_query_batched=None, rlm_query=None, rlm_query_batched=None)
         run = SimpleNamespace(executor=SimpleNamespace(namespace=namespace), history=history, helpers=helpers,
-                              context="c", prelude=[])
+                              context="c", prelude=[], tools=SimpleNamespace(entries=dict))
         return Entries(run)
 
     kept = {"answer": 55}

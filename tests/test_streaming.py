@@ -171,8 +171,10 @@ def test_a_reply_that_breaks_off_before_any_code_ran_is_retried_without_duplicat
 
 
 def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(run_rlm):
-    text = repl("print('ran before the break')", "First.") + "\nNow a second block:\n```repl\nprint('cut'"
-    broken = Reply(text=text + TAIL, break_after=len(text) - 4, tokens_per_s=300)
+    # A reasoning field lets the first block run before the reply ends; ~60 tokens come between it and the break.
+    text = (repl("print('ran before the break')", "First.") + "\nNow a second block," + TAIL
+            + ":\n```repl\nprint('cut'")
+    broken = Reply(text=text + TAIL, reasoning="Run it.", break_after=len(text) - 4, tokens_per_s=150)
     result, srv = run_rlm(root=[broken, "FINAL(ok)"])
     assert result.answer == "ok"
     assert len(srv.calls("root-model")) == 2, "a reply whose code had run was sent again"
