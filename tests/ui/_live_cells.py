@@ -100,7 +100,7 @@ def time_kernel_alone(url: str, steps: int, repeat: int) -> list[float]:
                  "features": ["ops"]}  # what the labextension says
         client.shell_channel.send(client.session.msg(
             "comm_open", {"comm_id": "bench-hello", "target_name": "rlm", "data": hello}))
-        magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", sub_model=False)
+        magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", "--new", sub_model=False)
         run(f"{magic}\n{WARM_QUERY}")
         times = []
         for _ in range(repeat):
@@ -369,7 +369,7 @@ _KEEP = ["ctx", "warm", *BENCH_CELLS]
 def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, shot: Path) -> dict[str, Any]:
     """``repeat`` runs of each %%rlm cell in ``page`` (a JupyterLab with our
     extension); after each streamed run, the notebook-alone timings."""
-    magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", sub_model=False)
+    magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", "--new", sub_model=False)
     path = lab.write_notebook("bench.ipynb", [
         code_cell("context = 'word ' * 1000", "ctx"),
         code_cell(f"{magic}\n{WARM_QUERY}", "warm"),

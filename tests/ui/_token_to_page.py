@@ -159,7 +159,7 @@ def run_streaming(page: Page, lab: LabServer, steps: list[StreamedStep], shot_pr
     warm-up run (litellm imported, the comm open); returns the marker times."""
     script = Script(root=["FINAL(warm)", *(s.reply() for s in steps), "FINAL(done)"])
     with ScriptedServer(script) as server:
-        magic = rlm_magic(server.url, f"--max-iterations {len(steps) + 2}", "--fresh", sub_model=False)
+        magic = rlm_magic(server.url, f"--max-iterations {len(steps) + 2}", "--fresh", "--new", sub_model=False)
         path = lab.write_notebook("token-to-page.ipynb", [
             code_cell("context = 'word ' * 2000", "ctx"),
             code_cell(f"{magic}\nwarm up", "warm"),
