@@ -69,3 +69,16 @@ def run_rlm(server: Callable[..., ScriptedServer], make_rlm: Callable[..., Any])
         return result, srv
 
     return run
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One RLM kernel for a test module (litellm imported in it), shut down after."""
+    from _kernel import Kernel
+
+    started = Kernel("rlm", tmp_path_factory.mktemp("rlm-kernel"))
+    try:
+        started.import_litellm()
+        yield started
+    finally:
+        started.shutdown()

@@ -182,15 +182,6 @@ def test_cli_follow_up_needs_a_finished_run(tmp_path):
 # -- the kernel -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    started = Kernel("rlm", tmp_path_factory.mktemp("follow-up-kernel"))
-    try:
-        started.import_litellm()
-        yield started
-    finally:
-        started.shutdown()
-
 
 def _trajectory(kernel: Kernel) -> Any:
     return nbformat.read(kernel.value("rlm_result.notebook_path").strip("'"), as_version=4)

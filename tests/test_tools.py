@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from _cli import run_args, run_cli
 from _helpers import ROOT, Router, cell_text, cells_by_role, clean_env, repl
-from _kernel import Kernel, texts
+from _kernel import texts
 
 from rlm_kernel.errors import RLMError
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
@@ -217,15 +217,6 @@ def test_resume_finds_a_tool_its_notebooks_cells_define(tmp_path, server, make_r
 
 # -- the kernel ---------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    started = Kernel("rlm", tmp_path_factory.mktemp("tools-kernel"))
-    try:
-        started.import_litellm()
-        yield started
-    finally:
-        started.shutdown()
 
 
 KERNEL_TOOL = '''
