@@ -164,7 +164,7 @@ class Run:
         return Run(
             self.tree, query=query, context=context, executor=PlainExecutor(),
             code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), depth=self.depth + 1,
-            endpoint=self.sub_endpoint(model), sink=sink,
+            endpoint=self.sub_endpoint(model), sink=sink, tools=self.tools,  # a child may call the person's tools too
         )
 
     def child_record(self, result: RunResult) -> dict[str, Any]:
@@ -229,6 +229,8 @@ class Run:
                 messages = [dict(m) for m in self.history(self.context)]
             if self.depth == 0:
                 messages = await brief(self, messages)
+            elif self.tools.tools:
+                messages = prompts.with_notes(messages, [self.tools.describe()])
             await self.code_thread.run(self.entries.restore)
             if self.first_step > options.max_iterations:
                 raise Stop("max_iterations", f"The run already used its {plural(options.max_iterations, 'step')}; "
