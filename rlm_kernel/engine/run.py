@@ -227,10 +227,7 @@ class Run:
                 await self._run_prelude()
             if callable(self.history):
                 messages = [dict(m) for m in self.history(self.context)]
-            if self.depth == 0:
-                messages = await brief(self, messages)
-            elif self.tools.tools:
-                messages = prompts.with_notes(messages, [self.tools.describe()])
+            messages = await brief(self, messages)
             await self.code_thread.run(self.entries.restore)
             if self.first_step > options.max_iterations:
                 raise Stop("max_iterations", f"The run already used its {plural(options.max_iterations, 'step')}; "
