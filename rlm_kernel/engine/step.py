@@ -109,6 +109,10 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
         notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
+    if final is None and run.helpers.jobs.jobs:  # background sub-calls: which still run, which finished
+        background = await run.code_thread.run(run.helpers.jobs.report)
+        if background:
+            notes.append(background)
     if final is None and not ran and not reply.markers:
         notes.append(NO_CODE)
     return "\n\n".join([*feedback, *reply.notes, *notes]), final
