@@ -6,11 +6,13 @@ records (the page's ``cell_finished`` op, the replay book, ``rlm_result``)."""
 from __future__ import annotations
 
 import json
+import queue
 import re
+import time
 from typing import Any
 
 import pytest
-from _helpers import repl
+from _helpers import STOP_BOUND, repl
 from _kernel import PROTOCOL, Frontend
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
@@ -104,3 +106,34 @@ def test_the_widget_fills_between_steps_and_in_a_later_cell_and_the_records_sett
     assert [r["response"] for r in book] == [f"answer {i}" for i in range(PROMPTS)]
     answer = kernel.value("rlm_result.answer")
     assert answer == repr([f"answer {i}" for i in range(PROMPTS)])
+
+
+def test_interrupt_while_a_later_cell_waits_in_result_ends_the_run_and_cancels_the_job(kernel: Frontend) -> None:
+    root = [
+        repl("slow = llm_query_batched(['p 1', 'p 2', 'p 3'], wait=False)"),
+        repl("print('collecting', flush=True)\nslow.result()"),
+    ]
+    with ScriptedServer(Script(root=root, sub=lambda p: Reply(text="late", delay=60.0))) as srv:
+        msg_id = kernel.send_cell(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                                  f"--api-base {srv.url}\nq", "interrupted")
+        deadline = time.monotonic() + 60
+        try:  # until the later cell waits in .result()
+            while True:
+                msg = kernel.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+                if msg["msg_type"] == "stream" and "collecting" in msg["content"]["text"]:
+                    break
+        except queue.Empty:
+            kernel._recover(msg_id)
+            raise AssertionError("the later cell never started") from None
+        time.sleep(0.3)
+        took = kernel.interrupt(msg_id, within=STOP_BOUND)
+    assert took < STOP_BOUND
+    assert kernel.value("rlm_result.reason") == "'interrupted'"
+    # a live page: the run's notebook is rlm_result.notebook (on disk, its journal)
+    records = json.loads(kernel.value(
+        "__import__('json').dumps([c.metadata['rlm'].get('subcalls') for c in rlm_result.notebook.cells "
+        "if c.metadata.get('rlm', {}).get('role') == 'code'][0])").strip("'"))
+    assert [r["status"] for r in records] == ["error"] * 3
+    assert {r["error"] for r in records} == {"cancelled: the run ended while it was still running"}
+    reply, _ = kernel.execute("print(slow.done(), slow.progress)")
+    assert reply["status"] == "ok"
