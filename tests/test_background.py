@@ -194,3 +194,12 @@ def test_an_empty_background_batch_is_done_at_once(run_rlm, helper):
                               "FINAL(ok)"], max_depth=1)
     text = _printed(_code_cells(result.notebook)[0])
     assert "True [] (0, 0)" in text
+
+
+def test_a_handle_is_never_taken_as_the_answer(run_rlm):
+    root = [repl("h = llm_query('p', wait=False)\nFINAL_VAR('h')"), repl("x = h.result()\nFINAL_VAR('x')")]
+    result, srv = run_rlm(root=root, sub=lambda p: "the real answer")
+    assert (result.reason, result.answer, result.iterations) == ("final", "the real answer", 2)
+    told = feedback_after(srv, 1)
+    assert ("The answer was not taken: `h` is the handle of a background llm_query, not its answer. "
+            "Collect it first (`x = handle.result()`), then answer with FINAL_VAR(x).") in told

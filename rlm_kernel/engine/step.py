@@ -13,6 +13,7 @@ from nbformat import NotebookNode, from_dict
 
 from ..errors import BudgetExceeded
 from . import trajectory
+from .background import Job
 from .execution import CellResult
 from .guard import run_guarded
 from .namespace import Final
@@ -105,6 +106,11 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
             final, note = entries.resolve(marker.kind, marker.value, marker.quoted, marker.shown())
             if note:
                 notes.append(note)
+    if final is not None and isinstance(final[1], Job):  # the handle is not its answers: never answer with it
+        held = f"`{final[0]}`" if final[0] else "the value"
+        notes.append(f"The answer was not taken: {held} is the handle of a background {final[1].helper}, not its "
+                     "answer. Collect it first (`x = handle.result()`), then answer with FINAL_VAR(x).")
+        final = entries.given = None
     restored = await run.code_thread.run(entries.restore)
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
