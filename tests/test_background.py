@@ -203,3 +203,12 @@ def test_a_handle_is_never_taken_as_the_answer(run_rlm):
     told = feedback_after(srv, 1)
     assert ("The answer was not taken: `h` is the handle of a background llm_query, not its answer. "
             "Collect it first (`x = handle.result()`), then answer with FINAL_VAR(x).") in told
+
+
+def test_background_calls_share_the_runs_concurrency_limit_with_the_root_model(run_rlm):
+    root = [repl("bg = llm_query_batched([f'p {i}' for i in range(6)], wait=False)"),
+            repl("print(len(bg.result()))"), "FINAL(ok)"]
+    result, srv = run_rlm(root=root, sub=_slow_sub(0.3), concurrency=2)
+    assert result.reason == "final", result.error
+    assert len(srv.calls("sub-model")) == 6
+    assert srv.max_in_flight == 2, "at most --concurrency model calls at once, the root model's included"

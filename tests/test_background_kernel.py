@@ -59,11 +59,17 @@ def test_a_person_cell_with_wait_false_waits_so_its_records_are_complete(kernel:
     with ScriptedServer(Script(sub=lambda p: Reply(text=f"re {p}", delay=0.3))) as srv:
         # no %%rlm ran yet in this kernel: the helpers take their settings from the environment
         kernel.execute(f"os.environ.update(RLM_SUB_MODEL='openai/sub-model', RLM_API_BASE={srv.url!r})")
-        reply, messages = kernel.run_cell("h = llm_query_batched(['a', 'b'], wait=False)\nprint(h.done(), h.result())",
-                                          "person-cell")
-    assert reply["status"] == "ok", reply
-    printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-    assert "True ['re a', 're b']" in printed
+        code = "h = llm_query_batched(['a', 'b'], wait=False)\nprint(h.done(), h.result())"
+        reply, messages = kernel.run_cell(code, "person-cell")
+        assert reply["status"] == "ok", reply
+        printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+        assert "True ['re a', 're b']" in printed
+        assert len(srv.calls("sub-model")) == 2
+        # run again (as Run All does): the calls are replayed from the cell's records
+        reply, messages = kernel.run_cell(code, "person-cell")
+        printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+        assert "True ['re a', 're b']" in printed and "2 sub-calls replayed from the notebook, 0 new" in printed
+        assert len(srv.calls("sub-model")) == 2
     book = kernel.value("[r['response'] for r in get_ipython().kernel.rlm_session.book.cells['person-cell']]")
     assert book == "['re a', 're b']"
 
