@@ -13,7 +13,7 @@ import pytest
 from _helpers import Router, cells_by_role, feedback_after, repl
 
 from rlm_kernel.engine.sink import Sink
-from rlm_kernel.testing.server import Reply
+from rlm_kernel.testing.server import Reply, prompt_text
 
 
 def _slow_sub(seconds: float, arrivals: list[float] | None = None) -> Any:
@@ -212,3 +212,24 @@ def test_background_calls_share_the_runs_concurrency_limit_with_the_root_model(r
     assert result.reason == "final", result.error
     assert len(srv.calls("sub-model")) == 6
     assert srv.max_in_flight == 2, "at most --concurrency model calls at once, the root model's included"
+
+
+def test_a_pinned_background_call_holds_when_replay_is_off(tmp_path, make_rlm, server):
+    root = [repl("bg = llm_query_batched(['one', 'two'], wait=False)"), repl("print(bg.result())"), "FINAL(first)"]
+    srv = server(root=root, sub=_slow_sub(0.2))
+    path = tmp_path / "run.ipynb"
+    (tmp_path / "doc.txt").write_text("one two\n", encoding="utf-8")
+    from rlm_kernel.engine.context import load_context
+
+    loaded = load_context([str(tmp_path / "doc.txt")])
+    make_rlm(srv).completion(loaded.value, "q", output=path, sources=loaded.sources)
+    nb = nbformat.read(path, as_version=4)
+    first = _code_cells(nb)[0]
+    first.metadata["rlm"]["subcalls"][0].update(response="a person's answer", pinned=True)
+    nbformat.write(nb, path)
+    again = server(root=["FINAL(second)"], sub=_slow_sub(0.0))
+    last_code = max(i for i, c in enumerate(nb.cells) if c.metadata.get("rlm", {}).get("role") == "code")
+    result = make_rlm(again).resume(path, from_cell=last_code, output=tmp_path / "resumed.ipynb", replay=False)
+    assert result.reason == "final"
+    assert [prompt_text(c) for c in again.calls("sub-model")] == ["two"], "the pinned call was not made again"
+    assert "[\"a person's answer\", 'answer to two']" in _printed(_code_cells(result.notebook)[1])
