@@ -13,6 +13,7 @@ from nbformat import NotebookNode, from_dict
 
 from ..errors import BudgetExceeded
 from . import trajectory
+from .background import Job
 from .execution import CellResult
 from .guard import run_guarded
 from .namespace import Final
@@ -105,10 +106,19 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
             final, note = entries.resolve(marker.kind, marker.value, marker.quoted, marker.shown())
             if note:
                 notes.append(note)
+    if final is not None and isinstance(final[1], Job):  # the handle is not its answers: never answer with it
+        held = f"`{final[0]}`" if final[0] else "the value"
+        notes.append(f"The answer was not taken: {held} is the handle of a background {final[1].helper}, not its "
+                     "answer. Collect it first (`x = handle.result()`), then answer with FINAL_VAR(x).")
+        final = entries.given = None
     restored = await run.code_thread.run(entries.restore)
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
         notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
+    if final is None and run.helpers.jobs.jobs:  # background sub-calls: which still run, which finished
+        background = await run.code_thread.run(run.helpers.jobs.report)
+        if background:
+            notes.append(background)
     if final is None and not ran and not reply.markers:
         notes.append(NO_CODE)
     return "\n\n".join([*feedback, *reply.notes, *notes]), final
