@@ -74,10 +74,20 @@ class CellRun:
         run_options = options.resolve(given)
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
-        if kernel is not None:
+        if run_options.sandbox:
+            from ..sandbox.executor import SandboxExecutor, sandbox_spec
+
+            spec = sandbox_spec(run_options)
+            if kernel is not None:
+                from .sandboxed import KernelSandboxExecutor
+
+                executor: Any = KernelSandboxExecutor(kernel, channel if live else None, run_id="", spec=spec)
+            else:
+                executor = SandboxExecutor(spec)
+        elif kernel is not None:
             from .executor import KernelExecutor
 
-            executor: Any = KernelExecutor(kernel, channel if live else None, run_id="")
+            executor = KernelExecutor(kernel, channel if live else None, run_id="")
         else:
             executor = ShellExecutor(shell, passthrough=True)
         run_id = (continued.run_id if continued is not None else None) or uuid.uuid4().hex[:12]
@@ -130,6 +140,7 @@ class CellRun:
 
         from ..sinks.notebook import trajectory_notebook
 
+        self.run.executor.close()  # a sandboxed run's confined kernel ends with it
         if self.session is not None:
             self.session.active_run = None
             self.session.person_cells.install_helpers()

@@ -1,0 +1,195 @@
+"""What runs inside the confined execution kernel.
+
+``python -m rlm_kernel.sandbox.inside --memory-mb N -f CONNECTION_FILE``
+sets the memory limit (hard: the code cannot raise it) and starts an
+ordinary ipykernel. The executor outside then installs a :class:`Bootstrap`
+as ``__rlm_sandbox__``: the run's entries (``engine.namespace.Entries``, the
+same class as outside) over a stand-in run whose helpers send each call out
+through the stdin channel (an ``input_request`` whose prompt starts with
+:data:`MARK`); the engine outside makes the call with its budgets and keys.
+Between cells it enforces the per-cell CPU limit and ends every process a
+cell left behind. Only JSON crosses the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import resource
+import signal
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+MARK = "\x00rlm-sandbox-call:"
+JSON_TYPES = (str, int, float, bool, type(None))
+
+
+class CPULimitExceeded(Exception):
+    pass
+
+
+def encode(value: Any) -> Any:
+    """A value as JSON, or its str() when it is not plain data."""
+    if isinstance(value, JSON_TYPES):
+        return {"json": value}
+    try:
+        text = json.dumps(value)
+        if len(text) < 50_000_000:
+            return {"json": json.loads(text)}
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return {"text": str(value), "type": type(value).__name__}
+    except Exception as error:  # noqa: BLE001 - a value's __str__ may raise anything
+        return {"text": f"<unprintable {type(value).__name__}: {error}>", "type": type(value).__name__}
+
+
+class Reply:
+    """A user expression's value: its repr is the JSON the executor reads."""
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _call_out(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    __tracebackhide__ = True
+    reply = json.loads(input(MARK + json.dumps({"name": name, "args": args, "kwargs": kwargs})))
+    if "error" in reply:
+        kind, message = reply["error"]
+        raise type(kind, (Exception,), {"__module__": "rlm_kernel"})(message)
+    return reply["value"]
+
+
+def _stub(name: str) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        return _call_out(name, list(args), kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+class Bootstrap:
+    def __init__(self, shell: Any, setup: dict[str, Any]) -> None:
+        from rlm_kernel.engine.namespace import Entries
+
+        self.shell = shell
+        self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
+        context = None
+        if setup.get("context_file"):
+            with open(setup["context_file"], "rb") as handle:
+                context = pickle.load(handle)  # written by the engine outside, never read back out
+            os.unlink(setup["context_file"])
+        helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
+        tools = {n: _stub(n) for n in setup.get("tools", [])}
+        self.run = SimpleNamespace(
+            helpers=helpers, context=context, prelude=setup.get("prelude"), history=setup.get("history"),
+            tools=SimpleNamespace(entries=lambda: tools), executor=SimpleNamespace(namespace=shell.user_ns, shell=shell))
+        self.entries = Entries(self.run)
+        self.check: Any = None
+        shell.events.register("pre_run_cell", self._before_cell)
+        shell.events.register("post_run_cell", self._after_cell)
+        signal.signal(signal.SIGXCPU, self._cpu_exceeded)
+
+    def call(self, method: str, *args: Any) -> Reply:
+        entries = self.entries
+        if method == "restore":
+            return Reply(entries.restore())
+        if method == "check_answer":
+            found, note = entries.check_answer()
+            return Reply([_final(found), note])
+        if method == "resolve":
+            found, note = entries.resolve(*args)
+            return Reply([_final(found), note])
+        if method == "forget":  # the context may be the one the re-run cells made
+            if "context" in self.shell.user_ns and self.run.context is None:
+                self.run.context = self.shell.user_ns["context"]
+            entries.forget()
+            return Reply(None)
+        if method == "context_file":  # a new context (a resumed run's cells made it, or the engine gives one)
+            with open(args[0], "rb") as handle:
+                self.run.context = pickle.load(handle)
+            os.unlink(args[0])
+            entries.forget()
+            return Reply(None)
+        if method == "names":
+            return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
+        if method == "get":
+            return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
+        if method == "variables":
+            return Reply(entries._variables())
+        raise ValueError(method)
+
+    def after(self) -> Reply:
+        """Read after every cell: FINAL's answer (then cleared) and the answer dict's state."""
+        given, self.entries.given = self.entries.given, None
+        found, note = self.entries.check_answer()
+        return Reply({"given": _final(given), "check": [_final(found), note]})
+
+    # -- between cells ------------------------------------------------------
+    def _before_cell(self, *_: Any) -> None:
+        if self.cpu_seconds:
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            spent = used.ru_utime + used.ru_stime
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            resource.setrlimit(resource.RLIMIT_CPU, (int(spent + self.cpu_seconds) + 1, hard))
+
+    def _after_cell(self, *_: Any) -> None:
+        end_left_processes()
+
+    def _cpu_exceeded(self, *_: Any) -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY if hard == resource.RLIM_INFINITY else hard,
+                                                 hard))
+        raise CPULimitExceeded(f"the cell used more than {self.cpu_seconds:g} CPU seconds (--sandbox-cpu)")
+
+
+def _final(found: Any) -> Any:
+    if found is None:
+        return None
+    name, value = found
+    return [name, encode(value)]
+
+
+def end_left_processes() -> list[int]:
+    """Kill every process in the sandbox's pid namespace but the kernel
+    (and bwrap's init, pid 1): nothing a cell starts outlives it."""
+    me, killed = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except (ProcessLookupError, PermissionError):
+                pass
+    for pid in killed:  # the kernel's own children: reap them (a zombie still answers kill(pid, 0))
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # not ours: bwrap's init reaps it
+    return killed
+
+
+def install(shell: Any, setup_json: str) -> None:
+    shell.user_ns["__rlm_sandbox__"] = boot = Bootstrap(shell, json.loads(setup_json))
+    shell.user_ns_hidden["__rlm_sandbox__"] = boot
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--memory-mb"]:
+        limit = int(argv[1]) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        argv = argv[2:]
+    sys.argv = ["rlm-sandbox-kernel", *argv]
+    from ipykernel.kernelapp import launch_new_instance
+
+    launch_new_instance()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
