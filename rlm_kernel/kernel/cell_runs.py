@@ -63,25 +63,28 @@ class CellRun:
         from ..sinks.journal import journal_path
 
         args = run_parser().parse_args(shlex.split(line))
-        if "context" not in shell.user_ns:
+        kernel = getattr(shell, "kernel", None)
+        shared = getattr(kernel, "rlm_sandbox", None)  # the sandboxed kernel: the person's namespace is confined
+        namespace = shared.namespace if shared is not None else shell.user_ns
+        if "context" not in namespace:
             raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
         self.shell = shell
-        kernel = getattr(shell, "kernel", None)
         self.session = session = getattr(kernel, "rlm_session", None)
         parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
         anchor = anchor or (parent.get("metadata") or {}).get("cellId")
         given = given if given is not None else options.given(args)
-        run_options = options.resolve(given)
+        run_options = options.resolve({**given, "sandbox": True} if shared is not None else given)
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
         if run_options.sandbox:
             from ..sandbox.executor import SandboxExecutor, sandbox_spec
 
-            spec = sandbox_spec(run_options)
+            spec = sandbox_spec(run_options) if shared is None else None
             if kernel is not None:
                 from .sandboxed import KernelSandboxExecutor
 
-                executor: Any = KernelSandboxExecutor(kernel, channel if live else None, run_id="", spec=spec)
+                executor: Any = KernelSandboxExecutor(kernel, channel if live else None, run_id="", spec=spec,
+                                                      shared=shared)
             else:
                 executor = SandboxExecutor(spec)
         elif kernel is not None:
@@ -108,7 +111,7 @@ class CellRun:
             start["follow_up"] = earlier.follow_up(new=args.new)
         self.earlier, self.new = earlier, args.new
         self.run = build_run(
-            run_options, query=body.strip(), context=shell.user_ns["context"], executor=executor,
+            run_options, query=body.strip(), context=namespace["context"], executor=executor,
             code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
             client=None if clients is None else clients.get(run_options),
             lead_cells=[] if continued is not None else [context_cell(sources)],

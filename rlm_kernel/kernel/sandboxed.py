@@ -20,8 +20,14 @@ FORWARDED = ("stream", "display_data", "update_display_data", "execute_result", 
 class KernelSandboxExecutor(SandboxExecutor):
     passthrough = True
 
-    def __init__(self, kernel: Any, channel: LiveChannel | None, run_id: str, spec: Any, **kwargs: Any) -> None:
-        super().__init__(spec, **kwargs)
+    def __init__(self, kernel: Any, channel: LiveChannel | None, run_id: str, spec: Any,
+                 shared: SandboxExecutor | None = None, **kwargs: Any) -> None:
+        super().__init__(shared.spec if shared is not None else spec, **kwargs)
+        self.shared = shared
+        if shared is not None:  # the sandboxed kernel's one confined kernel, where the person's cells run too
+            shared.start()
+            self.manager, self.client = shared.manager, shared.client
+            self.context_inside = True
         self.kernel = kernel
         self.channel = channel
         self.run_id = run_id
@@ -56,6 +62,10 @@ class KernelSandboxExecutor(SandboxExecutor):
                 except Exception:
                     pass
             kernel.set_parent(ident, parent, "shell")
+
+    def close(self) -> None:
+        if self.shared is None:
+            super().close()
 
     def forward(self, msg: dict[str, Any]) -> None:
         if self._synthetic is None or msg["msg_type"] not in FORWARDED:

@@ -62,11 +62,12 @@ class SandboxEntries(Entries):
             "history": self.run.history is not None, "prelude": bool(self.run.prelude),
             "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
         }
-        if "context" in values:
+        if self.executor.context_inside:
+            setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
+        elif "context" in values:
             setup["context_file"] = self.executor.context_file(values["context"])
-        self.executor.silent(f"import rlm_kernel.sandbox.inside as _rlm_inside\n"
-                             f"_rlm_inside.install(get_ipython(), {json.dumps(json.dumps(setup))})\ndel _rlm_inside")
         self.booted = True
+        self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
 
     def restore(self) -> list[str]:
         self.boot()
@@ -132,6 +133,7 @@ class SandboxExecutor(Executor):
         self.start_s: float | None = None
         self.namespace = SandboxNamespace(self)  # type: ignore[assignment]
         self.entries: SandboxEntries | None = None
+        self.context_inside = False  # True: the run's `context` is the confined namespace's own
         self._files = 0
 
     def start(self) -> None:
@@ -139,6 +141,8 @@ class SandboxExecutor(Executor):
         if self.client is None:
             started = time.monotonic()
             self.manager, self.client = launcher.start_kernel(self.spec)
+            self.silent("import rlm_kernel.sandbox.inside as _rlm_inside\n_rlm_inside.install(get_ipython())\n"
+                        "del _rlm_inside")
             self.start_s = time.monotonic() - started
 
     def child_executor(self) -> Executor:
@@ -177,7 +181,8 @@ class SandboxExecutor(Executor):
 
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
-        if self.entries is not None:
+        self.start()
+        if self.entries is not None and method not in ("get", "names", "set_context"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]
@@ -190,6 +195,8 @@ class SandboxExecutor(Executor):
         started = time.monotonic()
         if self.entries is not None:
             self.entries.boot()
+        else:
+            self.start()
         expressions = {"after": AFTER} if self.entries is not None else {}
         with capturing(capture):
             reply = self._run(code, silent=False, expressions=expressions, capture=capture)
@@ -206,13 +213,14 @@ class SandboxExecutor(Executor):
                           model_view=view, output_chars=chars, duration_s=time.monotonic() - started,
                           error_name=error_name)
 
-    def _run(self, code: str, *, silent: bool, expressions: dict[str, str], capture: CellCapture | None) -> dict[str, Any]:
+    def _run(self, code: str, *, silent: bool, expressions: dict[str, str], capture: CellCapture | None,
+             store_history: bool | None = None) -> dict[str, Any]:
         import zmq
 
         self.start()
         client = self.client
-        msg_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=True,
-                                user_expressions=expressions)
+        msg_id = client.execute(code, silent=silent, store_history=not silent if store_history is None else store_history,
+                                allow_stdin=True, user_expressions=expressions)
         poller = zmq.Poller()
         sockets = {client.iopub_channel.socket: client.iopub_channel, client.stdin_channel.socket: client.stdin_channel,
                    client.shell_channel.socket: client.shell_channel}
@@ -237,7 +245,7 @@ class SandboxExecutor(Executor):
                         self._answer_input(msg["content"])
                     elif kind == "status":
                         idle = msg["content"].get("execution_state") == "idle"
-                    elif capture is not None:
+                    elif not silent:
                         self._output(kind, msg, capture)
                 if interrupted_at is not None and time.monotonic() - interrupted_at > 10:
                     raise RLMError("The sandboxed kernel did not stop after an interrupt.")
@@ -247,9 +255,11 @@ class SandboxExecutor(Executor):
                     self.manager.interrupt_kernel()
         return reply
 
-    def _output(self, kind: str, msg: dict[str, Any], capture: CellCapture) -> None:
+    def _output(self, kind: str, msg: dict[str, Any], capture: CellCapture | None) -> None:
         content = msg["content"]
-        if kind == "stream":
+        if capture is None:
+            pass
+        elif kind == "stream":
             capture.stream(content["name"], content["text"])
         elif kind in ("display_data", "update_display_data"):
             capture.display(content["data"], content.get("metadata"), transient=content.get("transient"),

@@ -75,29 +75,43 @@ def _stub(name: str) -> Any:
 
 
 class Bootstrap:
-    def __init__(self, shell: Any, setup: dict[str, Any]) -> None:
-        from rlm_kernel.engine.namespace import Entries
+    """``__rlm_sandbox__`` in the confined namespace: installed once per
+    confined kernel; :meth:`setup` makes a run's entries (again for each run)."""
 
+    def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
-        context = None
-        if setup.get("context_file"):
-            with open(setup["context_file"], "rb") as handle:
-                context = pickle.load(handle)  # written by the engine outside, never read back out
-            os.unlink(setup["context_file"])
-        helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
-        tools = {n: _stub(n) for n in setup.get("tools", [])}
-        self.run = SimpleNamespace(
-            helpers=helpers, context=context, prelude=setup.get("prelude"), history=setup.get("history"),
-            tools=SimpleNamespace(entries=lambda: tools), executor=SimpleNamespace(namespace=shell.user_ns, shell=shell))
-        self.entries = Entries(self.run)
-        self.check: Any = None
+        self.cpu_seconds = 0.0
+        self.run: Any = None
+        self.entries: Any = None
         shell.events.register("pre_run_cell", self._before_cell)
         shell.events.register("post_run_cell", self._after_cell)
         signal.signal(signal.SIGXCPU, self._cpu_exceeded)
 
+    def setup(self, setup_json: str) -> None:
+        from rlm_kernel.engine.namespace import Entries
+
+        setup = json.loads(setup_json)
+        self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
+        context = self.shell.user_ns.get("context") if setup.get("context_inside") else None
+        if setup.get("context_file"):
+            context = _load(setup["context_file"])
+        helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
+        tools = {n: _stub(n) for n in setup.get("tools", [])}
+        self.run = SimpleNamespace(
+            helpers=helpers, context=context, prelude=setup.get("prelude"), history=setup.get("history"),
+            tools=SimpleNamespace(entries=lambda: tools),
+            executor=SimpleNamespace(namespace=self.shell.user_ns, shell=self.shell))
+        self.entries = Entries(self.run)
+
     def call(self, method: str, *args: Any) -> Reply:
         entries = self.entries
+        if method == "names":
+            return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
+        if method == "get":
+            return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
+        if method == "set_context":  # `%rlm context PATH`, loaded outside, for the person's cells
+            self.shell.user_ns["context"] = _load(args[0])
+            return Reply(None)
         if method == "restore":
             return Reply(entries.restore())
         if method == "check_answer":
@@ -111,22 +125,14 @@ class Bootstrap:
                 self.run.context = self.shell.user_ns["context"]
             entries.forget()
             return Reply(None)
-        if method == "context_file":  # a new context (a resumed run's cells made it, or the engine gives one)
-            with open(args[0], "rb") as handle:
-                self.run.context = pickle.load(handle)
-            os.unlink(args[0])
-            entries.forget()
-            return Reply(None)
-        if method == "names":
-            return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
-        if method == "get":
-            return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
         if method == "variables":
             return Reply(entries._variables())
         raise ValueError(method)
 
     def after(self) -> Reply:
         """Read after every cell: FINAL's answer (then cleared) and the answer dict's state."""
+        if self.entries is None:
+            return Reply({})
         given, self.entries.given = self.entries.given, None
         found, note = self.entries.check_answer()
         return Reply({"given": _final(given), "check": [_final(found), note]})
@@ -175,9 +181,17 @@ def end_left_processes() -> list[int]:
     return killed
 
 
-def install(shell: Any, setup_json: str) -> None:
-    shell.user_ns["__rlm_sandbox__"] = boot = Bootstrap(shell, json.loads(setup_json))
-    shell.user_ns_hidden["__rlm_sandbox__"] = boot
+def _load(path: str) -> Any:
+    with open(path, "rb") as handle:
+        value = pickle.load(handle)  # written by the engine outside, never read back out
+    os.unlink(path)
+    return value
+
+
+def install(shell: Any) -> None:
+    if "__rlm_sandbox__" not in shell.user_ns:
+        shell.user_ns["__rlm_sandbox__"] = boot = Bootstrap(shell)
+        shell.user_ns_hidden["__rlm_sandbox__"] = boot
 
 
 def main(argv: list[str]) -> None:
