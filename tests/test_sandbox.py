@@ -127,3 +127,29 @@ def test_a_missing_bubblewrap_is_one_sentence_and_never_a_fallback(run_rlm, tmp_
         run_rlm(root=[repl("print('ran unconfined')")], sandbox=True, sandbox_dir=str(tmp_path))
     assert str(caught.value) == launcher.INSTALL
     assert "apt-get install bubblewrap" in str(caught.value)
+
+
+def test_a_sandboxed_run_resumes_with_its_sub_calls_replayed_and_a_pinned_response(server, make_rlm, tmp_path):
+    import nbformat
+
+    first_srv = server(Router({"root-model": [
+        repl("notes = llm_query('read part one')\nprint('notes:', notes)"), "FINAL_VAR(notes)"]},
+        sub=lambda prompt: f"model said <{prompt}>"))
+    path = tmp_path / "run.ipynb"
+    (tmp_path / "doc.txt").write_text("the document")
+    first = make_rlm(first_srv, sandbox=True, sandbox_dir=str(tmp_path)).completion(
+        "the document", "q", output=path, sources=[str(tmp_path / "doc.txt")])
+    assert first.answer == "model said <read part one>"
+    # a person pins an edited response to the sub-call, in the file
+    nb = nbformat.read(str(path), as_version=4)
+    code = cells_by_role(nb, "code")[0]
+    code.metadata.rlm.subcalls[0]["response"] = "PINNED by a person"
+    code.metadata.rlm.subcalls[0]["pinned"] = True
+    nbformat.write(nb, str(path))
+    srv = server(Router({"root-model": [repl("print('again:', notes)"), "FINAL_VAR(notes)"]},
+                        sub=lambda prompt: "a new sub-call was made"))
+    result = make_rlm(srv, sandbox=True, sandbox_dir=str(tmp_path)).resume(path, output=tmp_path / "resumed.ipynb")
+    assert result.reason == "final", result.error
+    assert result.answer == "PINNED by a person"  # the re-run cell's sub-call answered from the notebook, inside
+    assert srv.calls("sub-model") == []
+    assert "again: PINNED by a person" in cell_text(_code_cells(result)[-1])
