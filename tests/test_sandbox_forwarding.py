@@ -154,3 +154,32 @@ def test_a_restart_ends_the_confined_kernel_and_starts_a_new_one(sandboxed):
         sandboxed.kc.get_iopub_msg(timeout=0.1)
     except queue.Empty:
         pass
+
+
+def _run_named_cell(kernel: Kernel, code: str, cell_id: str) -> list[dict]:
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
+               "stop_on_error": True}
+    msg = kernel.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+    kernel.kc.shell_channel.send(msg)
+    messages: list[dict] = []
+    kernel._until_idle(msg["header"]["msg_id"], messages, 60)
+    return messages
+
+
+def test_a_persons_cell_calls_a_sub_model_and_replays_it_when_run_again(sandboxed):
+    srv = ScriptedServer(Router({"root-model": ["FINAL(ready)"]}, sub=lambda prompt: f"sub says <{prompt}>")).start()
+    try:
+        sandboxed.execute("context = 'c'")
+        reply, _ = sandboxed.execute(  # the person's cells use the options of the notebook's last run
+            f"%%rlm --model openai/root-model --sub-model openai/sub-model --api-base {srv.url}\nq", timeout=60)
+        assert reply["status"] == "ok", reply
+        code = "import os\nr = llm_query('from my cell')\nprint(r, '| pid', os.getpid())"
+        shown = texts(_run_named_cell(sandboxed, code, "my-cell"), "stream")
+        assert "sub says <from my cell> | pid 2" in shown, shown
+        assert "0 sub-calls replayed from the notebook, 1 new" in shown, shown
+        assert len(srv.calls("sub-model")) == 1
+        shown = texts(_run_named_cell(sandboxed, code, "my-cell"), "stream")
+        assert "sub says <from my cell> | pid 2" in shown and "1 sub-call replayed from the notebook, 0 new" in shown
+        assert len(srv.calls("sub-model")) == 1  # the second run replayed it
+    finally:
+        srv.stop()

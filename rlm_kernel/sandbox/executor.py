@@ -284,16 +284,21 @@ class SandboxExecutor(Executor):
         try:
             request = json.loads(prompt[len(MARK):])
             name, args, kwargs = request["name"], list(request["args"]), dict(request["kwargs"])
-            values = self.entries.values() if self.entries is not None else {}
-            if name not in values or not (name in SUBCALLS or name in self.entries.run.tools.entries()):
-                raise RLMError(f"{name} cannot be called from the sandbox.")
-            answer = {"value": values[name](*args, **kwargs)}
+            answer = {"value": self.helper(name)(*args, **kwargs)}
             text = json.dumps(answer, default=str)
         except KeyboardInterrupt:
             raise
         except Exception as error:  # noqa: BLE001 - the helper's error goes back to the code that called it
             text = json.dumps({"error": [type(error).__name__, str(error)]})
         self.client.input(text)
+
+    def helper(self, name: str) -> Any:
+        """The function a call out of the sandbox named ``name`` runs: the run's
+        sub-call helpers and tools, nothing else."""
+        values = self.entries.values() if self.entries is not None else {}
+        if name not in values or not (name in SUBCALLS or name in self.entries.run.tools.entries()):
+            raise RLMError(f"{name} cannot be called from the sandbox.")
+        return values[name]
 
     def person_input(self, prompt: str, password: bool) -> str:
         """Hook: what ``input()`` in the confined code gets (headless: nothing)."""

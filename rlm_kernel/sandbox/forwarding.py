@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from types import SimpleNamespace
 from typing import Any
 
+from ..errors import RLMError
 from ..kernel.ipkernel import RLMKernel, _rlm_cell_to_await, _rlm_continue_to_await
 from . import launcher
-from .executor import SandboxExecutor
+from .executor import SUBCALLS, SandboxExecutor
 
 OUTPUTS = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
            "comm_open", "comm_msg", "comm_close")
@@ -47,16 +49,33 @@ class ConfinedKernel(SandboxExecutor):
         if self.client is None:
             super().start()
             self.comms = Comms(self)
+            self.call("person_helpers", list(SUBCALLS))
+
+    def helper(self, name: str) -> Any:
+        """A person's cell called a sub-call helper: the RLM kernel's own
+        helpers for a person's cells make it (widget, replay, pins, records)."""
+        if name not in SUBCALLS:
+            raise RLMError(f"{name} cannot be called from a person's cell.")
+        return self.kernel.rlm_session.person_cells._helper(name)
 
     def run_person_cell(self, code: str, silent: bool, store_history: bool, expressions: dict[str, str],
                         allow_stdin: bool) -> dict[str, Any]:
         self.parent = self.kernel.get_parent("shell")
+        cells = self.kernel.rlm_session.person_cells
+        # the person's-cell helpers keep a scope per cell (its sub-calls recorded in
+        # its metadata, replayed when it runs again), opened by the shell's events,
+        # which a forwarded cell does not fire here
+        metadata = (self.parent or {}).get("metadata") or {}
+        if not silent:
+            cells._pre_run_cell(SimpleNamespace(raw_cell=code, cell_id=metadata.get("cellId")))
         saved = signal.signal(signal.SIGINT, signal.default_int_handler)  # Interrupt reaches the wait below
         try:
             reply = self._run(code, silent=silent, expressions=expressions, capture=None,
                               store_history=store_history)
         finally:
             signal.signal(signal.SIGINT, saved)
+            if not silent:
+                cells._post_run_cell(None)
             self.parent = None
         return reply["content"]
 

@@ -112,6 +112,11 @@ class Bootstrap:
         if method == "set_context":  # `%rlm context PATH`, loaded outside, for the person's cells
             self.shell.user_ns["context"] = _load(args[0])
             return Reply(None)
+        if method == "person_helpers":  # the sub-call helpers in a person's cells, before any run
+            for name in args[0]:
+                self.shell.user_ns.setdefault(name, _stub(name))
+            self.shell.user_ns.setdefault("answer", {"content": "", "ready": False})
+            return Reply(None)
         if method == "restore":
             return Reply(entries.restore())
         if method == "check_answer":
