@@ -118,6 +118,8 @@ def test_rlm_cells_share_the_confined_namespace_with_the_persons_cells(sandboxed
     assert reply["status"] == "ok", reply
     assert sandboxed.value("found") == repr("A VARIABLE OF THE PERSON / text from a cell / pid 2")
     assert sandboxed.value("r").startswith("'echo: hi")
+    assert sandboxed.value("(rlm_result.reason, rlm_result.answer)") == repr(
+        ("final", "A VARIABLE OF THE PERSON / text from a cell / pid 2"))
     assert "context" not in sandboxed.value("sorted(k for k in dir() if k == 'llm_query_outside')")
 
 

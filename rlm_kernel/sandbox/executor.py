@@ -182,7 +182,7 @@ class SandboxExecutor(Executor):
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
         self.start()
-        if self.entries is not None and method not in ("get", "names", "set_context"):
+        if self.entries is not None and method not in ("get", "names", "set"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]

@@ -34,6 +34,16 @@ def is_rlm_cell(code: str) -> bool:
             or stripped.startswith("%rlm ") or stripped == "%rlm")
 
 
+def result_summary(result: Any) -> SimpleNamespace:
+    """A run's result as the confined namespace gets it: plain values only."""
+    from .inside import encode
+
+    answer = encode(getattr(result, "answer", None))
+    fields = {name: getattr(result, name, None) for name in
+              ("reason", "iterations", "subcalls", "error", "answer_var", "notebook_path", "cost_usd")}
+    return SimpleNamespace(answer=answer.get("json", answer.get("text")), **fields)
+
+
 class ConfinedKernel(SandboxExecutor):
     """The kernel's one confined kernel; a person's cells run in it as they are."""
 
@@ -175,9 +185,11 @@ class SandboxedRLMKernel(RLMKernel):
                          **kwargs: Any) -> dict[str, Any]:
         if is_rlm_cell(code):
             reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
-            if "context" in self.shell.user_ns:  # `%rlm context PATH` loaded it here: it belongs inside
-                context = self.shell.user_ns.pop("context")
-                self.rlm_sandbox.call("set_context", self.rlm_sandbox.context_file(context))
+            namespace, confined = self.shell.user_ns, self.rlm_sandbox
+            if "context" in namespace:  # `%rlm context PATH` loaded it here: it belongs inside
+                confined.call("set", "context", confined.context_file(namespace.pop("context")))
+            if "rlm_result" in namespace:  # a run's result, for the person's cells: its figures as plain data
+                confined.call("set", "rlm_result", confined.context_file(result_summary(namespace.pop("rlm_result"))))
             return reply
         shell = self.shell
         count = shell.execution_count

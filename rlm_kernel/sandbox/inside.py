@@ -109,8 +109,8 @@ class Bootstrap:
             return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
         if method == "get":
             return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
-        if method == "set_context":  # `%rlm context PATH`, loaded outside, for the person's cells
-            self.shell.user_ns["context"] = _load(args[0])
+        if method == "set":  # `context` (`%rlm context PATH`) or `rlm_result`, made outside, for the person's cells
+            self.shell.user_ns[args[0]] = _load(args[1])
             return Reply(None)
         if method == "person_helpers":  # the sub-call helpers in a person's cells, before any run
             for name in args[0]:
