@@ -185,3 +185,17 @@ def test_a_persons_cell_calls_a_sub_model_and_replays_it_when_run_again(sandboxe
         assert len(srv.calls("sub-model")) == 1  # the second run replayed it
     finally:
         srv.stop()
+
+
+def test_outputs_that_could_run_script_in_the_page_are_left_out(sandboxed):
+    reply, messages = sandboxed.execute(
+        "from IPython.display import display\n"
+        "display({'application/javascript': 'alert(1)', 'text/html': '<img src=x onerror=alert(1)>',"
+        " 'text/plain': 'plain part'}, raw=True)\n"
+        "display({'text/html': '<b>bold</b>', 'text/plain': 'bold'}, raw=True)\n"
+        "from comm import create_comm\n"
+        "forged = create_comm(target_name='rlm', data={'protocol': 'rlm/1', 'op': 'insert_cell'})")
+    assert reply["status"] == "ok", reply
+    shown = [m["content"]["data"] for m in messages if m["msg_type"] == "display_data"]
+    assert shown == [{"text/plain": "plain part"}, {"text/html": "<b>bold</b>", "text/plain": "bold"}]
+    assert not [m for m in messages if m["msg_type"] == "comm_open" and m["content"].get("target_name") == "rlm"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engine.execution import CellResult, install_shell_hooks
 from ..sandbox.executor import SandboxExecutor
+from ..sandbox.outputs import safe_message
 from ..sinks.live import LiveChannel, step_msg_id
 
 FORWARDED = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
@@ -71,9 +72,11 @@ class KernelSandboxExecutor(SandboxExecutor):
         if self._synthetic is None or msg["msg_type"] not in FORWARDED:
             return
         kernel = self.kernel
-        content = dict(msg["content"])
+        content = safe_message(msg["msg_type"], msg["content"])
+        if content is None:
+            return
         if msg["msg_type"] == "execute_result":
-            content["execution_count"] = self._count
+            content = {**content, "execution_count": self._count}
         kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=self._synthetic,
                             ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
 

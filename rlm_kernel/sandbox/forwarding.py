@@ -23,6 +23,7 @@ from ..errors import RLMError
 from ..kernel.ipkernel import RLMKernel, _rlm_cell_to_await, _rlm_continue_to_await
 from . import launcher
 from .executor import SUBCALLS, SandboxExecutor
+from .outputs import safe_message
 
 OUTPUTS = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
            "comm_open", "comm_msg", "comm_close")
@@ -93,9 +94,11 @@ class ConfinedKernel(SandboxExecutor):
         if self.parent is None or msg["msg_type"] not in OUTPUTS:
             return
         kernel = self.kernel
-        content = dict(msg["content"])
+        content = safe_message(msg["msg_type"], msg["content"])
+        if content is None:
+            return
         if msg["msg_type"] == "execute_result":
-            content["execution_count"] = kernel.execution_count
+            content = {**content, "execution_count": kernel.execution_count}
         kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=self.parent,
                             ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
 
@@ -155,8 +158,9 @@ class Comms:
             parent = msg.get("parent_header") or {}
             with self._lock:
                 ours = parent.get("msg_id") in self.sent
-            if ours and msg["msg_type"] in OUTPUTS:
-                kernel.session.send(kernel.iopub_socket, msg["msg_type"], msg["content"], parent=parent,
+            content = safe_message(msg["msg_type"], msg["content"]) if ours and msg["msg_type"] in OUTPUTS else None
+            if content is not None:
+                kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=parent,
                                     ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
 
     def close(self) -> None:
