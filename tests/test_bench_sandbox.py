@@ -4,15 +4,17 @@ every figure (never a timed assertion: the figures are the benchmark's)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _helpers import clean_env
+from _helpers import clean_env, require_bubblewrap
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="needs bubblewrap")
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require_bubblewrap()
 
 
 def test_the_sandbox_bench_prints_every_figure_side_by_side(tmp_path):
@@ -33,5 +35,6 @@ def test_the_sandbox_bench_prints_every_figure_side_by_side(tmp_path):
                                       "--quiet"], capture_output=True, text=True, env=clean_env(), timeout=300,
                                      cwd=tmp_path).stdout)
     summary = data["summary"]
-    assert summary["per_step_ratio"] > 0 and summary["extra_start_s"] > 0
+    # figures only (two steps, one repeat: noise under load), never a timed assertion
+    assert isinstance(summary["per_step_ratio"], float) and isinstance(summary["extra_start_s"], float)
     assert set(summary["targets"]) == {"per_step", "extra_start"}

@@ -6,17 +6,19 @@ succeed there, so every assertion here depends on the sandbox."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 
 import pytest
-from _helpers import Router, cell_text, cells_by_role, repl
+from _helpers import Router, cell_text, cells_by_role, repl, require_bubblewrap
 
 from rlm_kernel.errors import RLMError
 from rlm_kernel.sandbox import launcher
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="needs bubblewrap (apt-get install bubblewrap)")
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require_bubblewrap()
 
 SECRET = "sk-sandbox-test-9f8e7d6c5b4a"
 

@@ -10,13 +10,15 @@ import queue
 import time
 
 import pytest
-from _helpers import STOP_BOUND, Router, repl
+from _helpers import STOP_BOUND, Router, repl, require_bubblewrap
 from _kernel import Kernel, texts
 
 from rlm_kernel.testing.server import ScriptedServer
 
-pytestmark = [pytest.mark.kernel,
-              pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="needs bubblewrap")]
+pytestmark = pytest.mark.kernel
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require_bubblewrap()
 
 
 @pytest.fixture(scope="module")

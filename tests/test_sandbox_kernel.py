@@ -13,13 +13,15 @@ import time
 import nbformat
 import pytest
 from _cli import run_args, run_cli
-from _helpers import STOP_BOUND, Router, cells_by_role, repl
+from _helpers import STOP_BOUND, Router, cells_by_role, repl, require_bubblewrap
 from _kernel import Frontend, texts
 
 from rlm_kernel.testing.server import ScriptedServer
 
-pytestmark = [pytest.mark.kernel,
-              pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="needs bubblewrap")]
+pytestmark = pytest.mark.kernel
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require_bubblewrap()
 RUN_TIMEOUT = 30
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from _helpers import repl
+from _helpers import repl, require_bubblewrap
 from labdriver import (
     all_cells,
     append_code_cell,
@@ -31,6 +31,11 @@ from playwright.sync_api import Page, expect
 from rlm_kernel.testing.server import Reply, ScriptedServer, all_text
 
 pytestmark = pytest.mark.usefixtures("fresh_kernels")
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require_bubblewrap()
 
 STEP = repl("import os, time\nprint('confined pid', os.getpid(), flush=True)\ntime.sleep(0.5)\n"
             "fact = llm_query('What is the capital of France?')\nprint('fact:', fact)",
