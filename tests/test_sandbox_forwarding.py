@@ -50,6 +50,8 @@ def test_a_persons_cells_run_confined_with_outputs_results_and_errors(sandboxed)
     reply, messages = sandboxed.execute("open('/etc/escaped', 'w')")
     assert reply["status"] == "error" and reply["ename"] == "OSError"
     assert "Read-only file system" in texts(messages, "error")
+    traceback = "".join(line for m in messages if m["msg_type"] == "error" for line in m["content"]["traceback"])
+    assert f"In[{reply['execution_count']}]" in traceback  # numbered as the page numbers the cell
     reply, _ = sandboxed.execute("import socket\nsocket.getaddrinfo('pypi.org', 443)")
     assert reply["status"] == "error" and reply["ename"] == "gaierror"
 

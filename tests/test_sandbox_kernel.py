@@ -71,6 +71,9 @@ def test_a_sandboxed_rlm_cell_streams_its_cells_outputs_and_sub_calls_live(page,
     assert "network: OSError" in shown or "network: ConnectionRefusedError" in shown
     assert "got sub answer to <hello>" in shown
     assert any(m["msg_type"] == "execute_input" for m in mine)
+    count = next(m["content"]["execution_count"] for m in mine if m["msg_type"] == "execute_input")
+    assert page.value("__import__('json').dumps([c.execution_count for c in rlm_result.notebook.cells "
+                      "if c.metadata.get('rlm', {}).get('role') == 'code'])") == repr(f"[{count}]")
     # the sub-call's view is a widget of the RLM kernel, in the cell
     assert any(m["msg_type"] == "comm_open" for m in mine) or any(
         m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
@@ -121,3 +124,17 @@ def test_rlm_kernel_run_sandbox(tmp_path):
     listed = "".join(o.get("text", "") for o in cells_by_role(nb, "code")[0].outputs)
     assert "PATH" in listed and "OPENAI_API_KEY" not in listed  # the key worked outside, never entered inside
     assert "--sandbox" in cells_by_role(nb, "query")[0].source
+
+
+def test_a_sandboxed_steps_traceback_names_the_count_the_page_shows(page, scripted):
+    page.execute("context = 'c'")
+    srv = scripted(**{"root-model": [repl("1 / 0"), repl("x = 1\n1 / 0"), "FINAL(x)"]})
+    reply, _ = page.run_cell(f"%%rlm --sandbox --model openai/root-model --api-base {srv.url}\nq", "query-2",
+                             timeout=RUN_TIMEOUT)
+    assert reply["status"] == "ok", reply
+    codes = [o["cell"]["id"] for o in page.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code"]
+    for cell_id in codes[-2:]:
+        mine = [m for m in page.messages if m["parent_header"].get("msg_id") == f"rlm-{cell_id}-1"]
+        count = next(m["content"]["execution_count"] for m in mine if m["msg_type"] == "execute_input")
+        traceback = "".join(line for m in mine if m["msg_type"] == "error" for line in m["content"]["traceback"])
+        assert "ZeroDivisionError" in traceback and f"In[{count}]" in traceback, (count, traceback)

@@ -64,6 +64,9 @@ class KernelSandboxExecutor(SandboxExecutor):
                     pass
             kernel.set_parent(ident, parent, "shell")
 
+    def cell_number(self) -> int | None:
+        return self._count
+
     def close(self) -> None:
         if self.shared is None:
             super().close()

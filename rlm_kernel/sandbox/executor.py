@@ -134,6 +134,7 @@ class SandboxExecutor(Executor):
         self.namespace = SandboxNamespace(self)  # type: ignore[assignment]
         self.entries: SandboxEntries | None = None
         self.context_inside = False  # True: the run's `context` is the confined namespace's own
+        self._inside_next: int | None = None  # the confined kernel's next execution count, when set from here
         self._files = 0
 
     def start(self) -> None:
@@ -182,7 +183,7 @@ class SandboxExecutor(Executor):
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
         self.start()
-        if self.entries is not None and method not in ("get", "names", "set"):
+        if self.entries is not None and method not in ("get", "names", "set", "number"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]
@@ -198,6 +199,12 @@ class SandboxExecutor(Executor):
         else:
             self.start()
         expressions = {"after": AFTER} if self.entries is not None else {}
+        number = self.cell_number()
+        if number is not None:  # the confined kernel numbers the cell as the page does (its tracebacks say In[n])
+            if number != self._inside_next:
+                self.call("number", number)
+            expressions["next"] = f"__rlm_sandbox__.number({number + 1})"
+            self._inside_next = number + 1
         with capturing(capture):
             reply = self._run(code, silent=False, expressions=expressions, capture=capture)
         content = reply["content"]
@@ -274,6 +281,11 @@ class SandboxExecutor(Executor):
 
     def forward(self, msg: dict[str, Any]) -> None:
         """Hook: the RLM kernel re-publishes the cell's messages on its own iopub."""
+
+    def cell_number(self) -> int | None:
+        """Hook: the execution count the page shows for the cell about to run
+        (None: the confined kernel's own count will do)."""
+        return None
 
     # -- sub-calls and input() from inside -------------------------------------
     def _answer_input(self, content: dict[str, Any]) -> None:

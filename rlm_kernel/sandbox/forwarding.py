@@ -79,6 +79,8 @@ class ConfinedKernel(SandboxExecutor):
         metadata = (self.parent or {}).get("metadata") or {}
         if not silent:
             cells._pre_run_cell(SimpleNamespace(raw_cell=code, cell_id=metadata.get("cellId")))
+            if store_history:  # numbered as the page numbers it (the confined kernel's tracebacks say In[n])
+                self.call("number", self.kernel.shell.execution_count)
         saved = signal.signal(signal.SIGINT, signal.default_int_handler)  # Interrupt reaches the wait below
         try:
             reply = self._run(code, silent=silent, expressions=expressions, capture=None,

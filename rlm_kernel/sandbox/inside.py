@@ -117,6 +117,8 @@ class Bootstrap:
                 self.shell.user_ns.setdefault(name, _stub(name))
             self.shell.user_ns.setdefault("answer", {"content": "", "ready": False})
             return Reply(None)
+        if method == "number":  # the execution count the page shows for the next cell
+            return self.number(args[0])
         if method == "restore":
             return Reply(entries.restore())
         if method == "check_answer":
@@ -133,6 +135,10 @@ class Bootstrap:
         if method == "variables":
             return Reply(entries._variables())
         raise ValueError(method)
+
+    def number(self, count: int) -> Reply:
+        self.shell.execution_count = int(count)
+        return Reply(None)
 
     def after(self) -> Reply:
         """Read after every cell: FINAL's answer (then cleared) and the answer dict's state."""
