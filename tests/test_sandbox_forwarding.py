@@ -132,6 +132,22 @@ def test_rlm_context_loads_a_file_into_the_confined_namespace(sandboxed):
     reply, _ = sandboxed.execute(f"%rlm context {sandboxed.cwd / 'doc.txt'}")
     assert reply["status"] == "ok", reply
     assert sandboxed.value("len(context)") == "30"
+    reply, messages = sandboxed.execute("%rlm context")
+    assert reply["status"] == "ok" and "str of 30 characters" in texts(messages, "stream"), texts(messages, "stream")
+    srv = ScriptedServer(Router({"root-model": ["FINAL(context was loaded)"]})).start()
+    try:
+        reply, _ = sandboxed.execute(f"%%rlm --model openai/root-model --api-base {srv.url}\nq", timeout=60)
+    finally:
+        srv.stop()
+    assert reply["status"] == "ok", reply
+    assert sandboxed.value("rlm_result.answer") == "'context was loaded'"
+    # the run's notebook says where the context came from, so it can be reloaded
+    from pathlib import Path
+
+    import nbformat
+
+    notebook = nbformat.read(sorted(Path(sandboxed.cwd, "rlm-runs").glob("*.ipynb"))[-1], as_version=4)
+    assert notebook.cells[0].source == f"%rlm context {sandboxed.cwd / 'doc.txt'}"
 
 
 def _command_lines() -> str:

@@ -65,7 +65,7 @@ class CellRun:
         args = run_parser().parse_args(shlex.split(line))
         kernel = getattr(shell, "kernel", None)
         shared = getattr(kernel, "rlm_sandbox", None)  # the sandboxed kernel: the person's namespace is confined
-        namespace = shared.namespace if shared is not None else shell.user_ns
+        namespace = person_namespace(shell)
         if "context" not in namespace:
             raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
         self.shell = shell
@@ -174,6 +174,13 @@ def recorded_run_note(session: Any, cells: list[Any] | None, anchor: str | None,
     return recorded[0]
 
 
+def person_namespace(shell: Any) -> Any:
+    """Where the person's variables (``context`` among them) are: the shell's
+    namespace, or in the sandboxed kernel the confined one (read as plain data)."""
+    shared = getattr(getattr(shell, "kernel", None), "rlm_sandbox", None)
+    return shared.namespace if shared is not None else shell.user_ns
+
+
 def _own_number(kernel: Any) -> int | None:
     """The execution count of the cell running now (a %%rlm or %rlm continue cell)."""
     requests = getattr(kernel, "rlm_requests", None)
@@ -188,4 +195,4 @@ def _have_widgets() -> bool:
     return True
 
 
-__all__ = ["CellRun", "query_source", "recorded_run_note", "run_parser", "trajectory_path"]
+__all__ = ["CellRun", "person_namespace", "query_source", "recorded_run_note", "run_parser", "trajectory_path"]

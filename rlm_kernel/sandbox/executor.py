@@ -183,7 +183,7 @@ class SandboxExecutor(Executor):
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
         self.start()
-        if self.entries is not None and method not in ("get", "names", "set", "number"):
+        if self.entries is not None and method not in ("get", "names", "set", "loaded", "number"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]

@@ -83,6 +83,7 @@ class Bootstrap:
         self.cpu_seconds = 0.0
         self.run: Any = None
         self.entries: Any = None
+        self.loaded: dict[str, Any] = {}  # what `set` put in the namespace
         shell.events.register("pre_run_cell", self._before_cell)
         shell.events.register("post_run_cell", self._after_cell)
         signal.signal(signal.SIGXCPU, self._cpu_exceeded)
@@ -110,8 +111,10 @@ class Bootstrap:
         if method == "get":
             return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
         if method == "set":  # `context` (`%rlm context PATH`) or `rlm_result`, made outside, for the person's cells
-            self.shell.user_ns[args[0]] = _load(args[1])
+            self.shell.user_ns[args[0]] = self.loaded[args[0]] = _load(args[1])
             return Reply(None)
+        if method == "loaded":  # is `name` still the value set from outside (not rebound by a cell)?
+            return Reply(args[0] in self.loaded and self.shell.user_ns.get(args[0]) is self.loaded[args[0]])
         if method == "person_helpers":  # the sub-call helpers in a person's cells, before any run
             for name in args[0]:
                 self.shell.user_ns.setdefault(name, _stub(name))
