@@ -155,3 +155,17 @@ def test_a_sandboxed_run_resumes_with_its_sub_calls_replayed_and_a_pinned_respon
     assert result.answer == "PINNED by a person"  # the re-run cell's sub-call answered from the notebook, inside
     assert srv.calls("sub-model") == []
     assert "again: PINNED by a person" in cell_text(_code_cells(result)[-1])
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "unconfined"])
+def test_the_entries_behave_as_unconfined(sandbox, run_rlm, tmp_path):
+    """FINAL in a cell that then raises, a helper the code rebinds (restored,
+    and the model told), the answer dict: the same in both."""
+    result, srv = run_rlm(root=[
+        repl("llm_query = None\nanswer['content'] = 'partial'"),
+        repl("print(llm_query('still here'))\nFINAL('given before the error')\n1 / 0"),
+    ], sub=lambda prompt: f"sub <{prompt}>", sandbox=sandbox, sandbox_dir=str(tmp_path))
+    assert (result.reason, result.answer) == ("final", "given before the error")
+    told = "\n".join(str(m.get("content")) for m in srv.calls("root-model")[1]["messages"])
+    assert "rebound or deleted `llm_query`" in told
+    assert "sub <still here>" in cell_text(_code_cells(result)[1])

@@ -71,7 +71,11 @@ class SandboxEntries(Entries):
 
     def restore(self) -> list[str]:
         self.boot()
-        return list(self.executor.call("restore"))
+        if self.executor.restored_last:  # nothing ran since the last restore: nothing to put back
+            return []
+        names = list(self.executor.call("restore"))
+        self.executor.restored_last = True
+        return names
 
     def check_answer(self) -> tuple[Final | None, str | None]:
         self.boot()
@@ -135,6 +139,7 @@ class SandboxExecutor(Executor):
         self.entries: SandboxEntries | None = None
         self.context_inside = False  # True: the run's `context` is the confined namespace's own
         self._inside_next: int | None = None  # the confined kernel's next execution count, when set from here
+        self.restored_last = False  # the last thing the confined kernel did was the entries' restore
         self._files = 0
 
     def start(self) -> None:
@@ -213,8 +218,11 @@ class SandboxExecutor(Executor):
             error_name = content.get("ename") or "Error"
             status = "interrupted" if error_name == "KeyboardInterrupt" else "error"
         after = (content.get("user_expressions") or {}).get("after")
-        if after and after.get("status") == "ok" and self.entries is not None:
-            self.entries.after(json.loads(after["data"]["text/plain"]))
+        if self.entries is not None:
+            if after and after.get("status") == "ok":
+                self.entries.after(json.loads(after["data"]["text/plain"]))
+            else:  # a cell that raised gets no user expressions: FINAL may still have been called in it
+                self.entries.after(self.call("after"))
         view, chars = capture.model_view(view_limit)
         return CellResult(outputs=capture.outputs(), status=status, execution_count=content.get("execution_count"),
                           model_view=view, output_chars=chars, duration_s=time.monotonic() - started,
@@ -225,6 +233,7 @@ class SandboxExecutor(Executor):
         import zmq
 
         self.start()
+        self.restored_last = False
         client = self.client
         msg_id = client.execute(code, silent=silent, store_history=not silent if store_history is None else store_history,
                                 allow_stdin=True, user_expressions=expressions)

@@ -135,6 +135,8 @@ class Bootstrap:
                 self.run.context = self.shell.user_ns["context"]
             entries.forget()
             return Reply(None)
+        if method == "after":
+            return self.after()
         if method == "variables":
             return Reply(entries._variables())
         raise ValueError(method)
