@@ -109,7 +109,7 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
          f"+{summary['extra_start_s'] * 1000:.0f} ms", f"< {START_TARGET_S * 1000:.0f} ms extra: "
          f"{verdict(targets['extra_start'])}"],
         ["per step (one llm_query)", ms(plain["per_step_s"]), ms(boxed["per_step_s"]),
-         fmt_ratio(summary["per_step_ratio"]), f"<= {STEP_TARGET}x: {verdict(targets['per_step'])}"],
+         fmt_ratio(summary["per_step_ratio"], 3), f"<= {STEP_TARGET}x: {verdict(targets['per_step'])}"],
         ["run of 1 step", ms(plain["run_1_step_s"]), ms(boxed["run_1_step_s"]),
          fmt_ratio(_ratio(boxed["run_1_step_s"], plain["run_1_step_s"])), ""],
         [f"run of {steps} steps", ms(plain[f"run_{steps}_steps_s"]), ms(boxed[f"run_{steps}_steps_s"]),

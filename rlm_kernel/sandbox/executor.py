@@ -71,10 +71,14 @@ class SandboxEntries(Entries):
 
     def restore(self) -> list[str]:
         self.boot()
-        if self.executor.restored_last:  # nothing ran since the last restore: nothing to put back
+        executor = self.executor
+        if executor.announced is not None:  # the last cell's report said it; the inside does it before the next cell
+            names, executor.announced = executor.announced, []
+            return names
+        if executor.restored_last:  # nothing ran since the last restore: nothing to put back
             return []
-        names = list(self.executor.call("restore"))
-        self.executor.restored_last = True
+        names = list(executor.call("restore"))
+        executor.restored_last = True
         return names
 
     def check_answer(self) -> tuple[Final | None, str | None]:
@@ -103,6 +107,8 @@ class SandboxEntries(Entries):
         if given is not None:
             self.given = given
         self.check = report.get("check")
+        restore = report.get("restore")
+        self.executor.announced = list(restore) if restore is not None else None
 
 
 class SandboxNamespace(Mapping[str, Any]):
@@ -140,6 +146,7 @@ class SandboxExecutor(Executor):
         self.context_inside = False  # True: the run's `context` is the confined namespace's own
         self._inside_next: int | None = None  # the confined kernel's next execution count, when set from here
         self.restored_last = False  # the last thing the confined kernel did was the entries' restore
+        self.announced: list[str] | None = None  # restored before the next cell, as the last cell's report said
         self._files = 0
 
     def start(self) -> None:
@@ -234,6 +241,7 @@ class SandboxExecutor(Executor):
 
         self.start()
         self.restored_last = False
+        self.announced = None  # anything the confined kernel runs may change what a restore finds
         client = self.client
         msg_id = client.execute(code, silent=silent, store_history=not silent if store_history is None else store_history,
                                 allow_stdin=True, user_expressions=expressions)

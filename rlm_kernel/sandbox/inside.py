@@ -84,6 +84,7 @@ class Bootstrap:
         self.run: Any = None
         self.entries: Any = None
         self.loaded: dict[str, Any] = {}  # what `set` put in the namespace
+        self.pending = False  # a restore the last cell's report announced, done before the next cell
         shell.events.register("pre_run_cell", self._before_cell)
         shell.events.register("post_run_cell", self._after_cell)
         signal.signal(signal.SIGXCPU, self._cpu_exceeded)
@@ -103,6 +104,7 @@ class Bootstrap:
             tools=SimpleNamespace(entries=lambda: tools),
             executor=SimpleNamespace(namespace=self.shell.user_ns, shell=self.shell))
         self.entries = Entries(self.run)
+        self.pending = False
 
     def call(self, method: str, *args: Any) -> Reply:
         entries = self.entries
@@ -123,6 +125,7 @@ class Bootstrap:
         if method == "number":  # the execution count the page shows for the next cell
             return self.number(args[0])
         if method == "restore":
+            self.pending = False
             return Reply(entries.restore())
         if method == "check_answer":
             found, note = entries.check_answer()
@@ -151,10 +154,21 @@ class Bootstrap:
             return Reply({})
         given, self.entries.given = self.entries.given, None
         found, note = self.entries.check_answer()
-        return Reply({"given": _final(given), "check": [_final(found), note]})
+        report = {"given": _final(given), "check": [_final(found), note], "restore": None}
+        if self.entries._installed:
+            # what a restore would put back, said now; done before the next cell runs (the
+            # step's answer is read first, as outside), saving the engine a round trip per step
+            namespace, missing = self.shell.user_ns, object()
+            report["restore"] = [name for name, value in self.entries.values().items()
+                                 if name != "answer" and namespace.get(name, missing) is not value]
+            self.pending = True
+        return Reply(report)
 
     # -- between cells ------------------------------------------------------
     def _before_cell(self, *_: Any) -> None:
+        if self.pending and self.entries is not None:
+            self.pending = False
+            self.entries.restore()
         if self.cpu_seconds:
             used = resource.getrusage(resource.RUSAGE_SELF)
             spent = used.ru_utime + used.ru_stime
