@@ -12,7 +12,7 @@ from nbformat import NotebookNode
 
 from .builder import Frontends, build_run, model_client
 from .engine.approval import Approver
-from .engine.execution import ShellExecutor, new_headless_shell
+from .engine.execution import Executor, ShellExecutor, new_headless_shell
 from .engine.options import OPTIONS, non_defaults, resolve
 from .engine.result import RunResult
 from .engine.sink import Sink
@@ -155,7 +155,7 @@ class RLM:
 
     def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, *, query: str,
                       context: Any, **start: Any) -> RunResult:
-        executor = ShellExecutor(new_headless_shell(), passthrough=False)
+        executor = self._executor(output)
         frontends = Frontends(notebook=output, journal=None if output is None else journal_path(output),
                               sinks=[sink] if sink is not None else [])
         try:
@@ -168,6 +168,15 @@ class RLM:
             executor.close()
         result.notebook_path = str(output) if output is not None else None
         return result
+
+
+    def _executor(self, output: str | os.PathLike[str] | None) -> Executor:
+        if not self.options.sandbox:
+            return ShellExecutor(new_headless_shell(), passthrough=False)
+        from .sandbox.executor import SandboxExecutor, sandbox_spec
+
+        folder = os.path.dirname(os.path.abspath(output)) if output is not None else None
+        return SandboxExecutor(sandbox_spec(self.options, folder))
 
 
 def _signature() -> inspect.Signature:

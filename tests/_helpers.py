@@ -52,6 +52,16 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "a c
         time.sleep(poll)
 
 
+def require_bubblewrap() -> None:
+    """Fail (not skip) a sandbox test with one sentence when bubblewrap is missing."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("bwrap") is None:
+        pytest.fail("bubblewrap is not installed: ./dev setup installs it (apt-get install bubblewrap).")
+
+
 def repl(code: str, prose: str = "") -> str:
     """A root reply: optional prose, then one ```repl block."""
     head = f"{prose}\n\n" if prose else ""

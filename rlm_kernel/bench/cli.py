@@ -1,4 +1,4 @@
-"""``rlm-kernel bench harness | context | notebook | load | realistic | all | suite``.
+"""``rlm-kernel bench harness | context | notebook | load | realistic | sandbox | all | suite``.
 
 Wire into the main parser with::
 
@@ -33,6 +33,8 @@ Benchmarks that print figures measured side by side in one invocation:
   realistic one script that streams like a real model (10 root steps, 3 batches
             of 100 sub-calls taking 1-3 s) through ours and through rlms: wall
             time against the critical-path ideal
+  sandbox   sandboxed runs against unconfined ones: start time and per-step
+            overhead, printed as ratios
   all       harness, context, notebook and load in turn (not realistic)
   suite     long-context suites from real text (sniah, oolong, oolong-pairs,
             multihop, codeqa): score, cost, tokens and time per context length
@@ -164,6 +166,13 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "rlms, one after the other: wall time against the critical-path ideal.")
     _realistic_options(realistic)
     _common(realistic)
+    sandbox = kinds.add_parser("sandbox", help="sandboxed runs against unconfined ones",
+                               description="Start time and per-step overhead of a sandboxed run (bubblewrap) "
+                                           "against an unconfined one, side by side, as ratios.")
+    group = sandbox.add_argument_group("sandbox")
+    group.add_argument("--steps", type=_positive_int, default=20, help="root steps of the long run (default 20)")
+    group.add_argument("--repeats", type=_positive_int, default=3, help="runs of each kind (default 3)")
+    _common(sandbox)
     everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
     _context_options(everything)
@@ -186,8 +195,8 @@ def run_bench(args: argparse.Namespace) -> int:
         from .suites.cli import run_suite_command
 
         return run_suite_command(args)
-    if command not in ("harness", "context", "notebook", "load", "realistic", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, all or suite "
+    if command not in ("harness", "context", "notebook", "load", "realistic", "sandbox", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, sandbox, all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
     progress = quiet if args.quiet else stderr_progress
@@ -234,6 +243,10 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
                                time_scale=args.time_scale)
         ours = {"concurrency": args.ours_concurrency} if args.ours_concurrency else None
         results = module.run_realistic(params, harnesses=args.harnesses, ours_options=ours, progress=progress)
+    elif name == "sandbox":
+        from . import sandbox as module
+
+        results = module.run_sandbox(steps=args.steps, repeats=args.repeats, progress=progress)
     elif name == "load":
         from . import load as module
 

@@ -137,6 +137,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("no_network_in_code", "flag", False,
            "refuse network access and new processes to generated code (a guard, not a sandbox)",
            group="trust", limit=True),
+    Option("sandbox", "flag", False,
+           "run the generated code in a confined execution kernel (bubblewrap: no network, read-only files "
+           "but the notebook's folder, no secrets in its environment; sub-calls still work)", group="trust"),
+    Option("sandbox_dir", "text", None, "the one folder sandboxed code may write (default: the notebook's folder, "
+           "else the current one)", group="trust"),
+    Option("sandbox_memory", "whole", 2048, "MB of memory the sandboxed execution kernel may use (default 2048)",
+           group="trust", lowest=256),
+    Option("sandbox_cpu", "real", 300.0, "CPU seconds one sandboxed cell may use (default 300)", group="trust",
+           above=True),
     Option("tools", "tools", None, group="tools",
            help="functions the root model may call in its code: names in the notebook's namespace "
                 "(search_index,lookup) or module:function (repeatable)"),

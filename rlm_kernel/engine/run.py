@@ -25,10 +25,9 @@ from .approval import Approver
 from .briefing import brief
 from .compaction import Compactor, ContextWindowFull
 from .engine_loop import submit
-from .execution import Executor, PlainExecutor
+from .execution import Executor
 from .follow_up import FollowUp
 from .model_client import Completion, ModelCallError, ModelEndpoint
-from .namespace import Entries
 from .options import query_cell_source
 from .protocol import parse_reply
 from .replay import ReplayBook, ReplayCursor
@@ -104,7 +103,7 @@ class Run:
         self.started = time.monotonic()
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.helpers = SubcallHelpers(self)
-        self.entries = Entries(self)
+        self.entries = executor.make_entries(self)
         self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
         self.compactor = Compactor(self)  # keeps the history inside the root model's window
         self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
@@ -162,7 +161,7 @@ class Run:
         else:
             query = prompt
         return Run(
-            self.tree, query=query, context=context, executor=PlainExecutor(),
+            self.tree, query=query, context=context, executor=self.executor.child_executor(),
             code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), depth=self.depth + 1,
             endpoint=self.sub_endpoint(model), sink=sink, tools=self.tools,  # a child may call the person's tools too
         )

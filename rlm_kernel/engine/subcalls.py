@@ -287,8 +287,11 @@ class SubcallHelpers:
         started = time.monotonic()
         child = self.run.spawn_child(prompt=record.prompt, context=context, model=record.model,
                                      sink=self.run.sink.child_sink(self.run, record))
-        with self.run.tree.running_child():
-            result = await child.run()
+        try:
+            with self.run.tree.running_child():
+                result = await child.run()
+        finally:
+            child.executor.close()
         record.latency_s = time.monotonic() - started
         record.child = child.child_record(result)
         # the child's own calls (the ledger is shared with its siblings)

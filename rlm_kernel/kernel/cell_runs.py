@@ -63,21 +63,34 @@ class CellRun:
         from ..sinks.journal import journal_path
 
         args = run_parser().parse_args(shlex.split(line))
-        if "context" not in shell.user_ns:
+        kernel = getattr(shell, "kernel", None)
+        shared = getattr(kernel, "rlm_sandbox", None)  # the sandboxed kernel: the person's namespace is confined
+        namespace = person_namespace(shell)
+        if "context" not in namespace:
             raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell first.")
         self.shell = shell
-        kernel = getattr(shell, "kernel", None)
         self.session = session = getattr(kernel, "rlm_session", None)
         parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
         anchor = anchor or (parent.get("metadata") or {}).get("cellId")
         given = given if given is not None else options.given(args)
-        run_options = options.resolve(given)
+        run_options = options.resolve({**given, "sandbox": True} if shared is not None else given)
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
-        if kernel is not None:
+        if run_options.sandbox:
+            from ..sandbox.executor import SandboxExecutor, sandbox_spec
+
+            spec = sandbox_spec(run_options) if shared is None else None
+            if kernel is not None:
+                from .sandboxed import KernelSandboxExecutor
+
+                executor: Any = KernelSandboxExecutor(kernel, channel if live else None, run_id="", spec=spec,
+                                                      shared=shared)
+            else:
+                executor = SandboxExecutor(spec)
+        elif kernel is not None:
             from .executor import KernelExecutor
 
-            executor: Any = KernelExecutor(kernel, channel if live else None, run_id="")
+            executor = KernelExecutor(kernel, channel if live else None, run_id="")
         else:
             executor = ShellExecutor(shell, passthrough=True)
         run_id = (continued.run_id if continued is not None else None) or uuid.uuid4().hex[:12]
@@ -99,7 +112,7 @@ class CellRun:
             start["follow_up"] = earlier.follow_up(new=args.new)
         self.earlier, self.new = earlier, args.new
         self.run = build_run(
-            run_options, query=body.strip(), context=shell.user_ns["context"], executor=executor,
+            run_options, query=body.strip(), context=namespace["context"], executor=executor,
             code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
             client=None if clients is None else clients.get(run_options),
             lead_cells=[] if continued is not None else [context_cell(sources)],
@@ -131,6 +144,7 @@ class CellRun:
 
         from ..sinks.notebook import trajectory_notebook
 
+        self.run.executor.close()  # a sandboxed run's confined kernel ends with it
         if self.session is not None:
             self.session.active_run = None
             self.session.person_cells.install_helpers()
@@ -161,6 +175,13 @@ def recorded_run_note(session: Any, cells: list[Any] | None, anchor: str | None,
     return recorded[0]
 
 
+def person_namespace(shell: Any) -> Any:
+    """Where the person's variables (``context`` among them) are: the shell's
+    namespace, or in the sandboxed kernel the confined one (read as plain data)."""
+    shared = getattr(getattr(shell, "kernel", None), "rlm_sandbox", None)
+    return shared.namespace if shared is not None else shell.user_ns
+
+
 def _own_number(kernel: Any) -> int | None:
     """The execution count of the cell running now (a %%rlm or %rlm continue cell)."""
     requests = getattr(kernel, "rlm_requests", None)
@@ -175,4 +196,4 @@ def _have_widgets() -> bool:
     return True
 
 
-__all__ = ["CellRun", "query_source", "recorded_run_note", "run_parser", "trajectory_path"]
+__all__ = ["CellRun", "person_namespace", "query_source", "recorded_run_note", "run_parser", "trajectory_path"]

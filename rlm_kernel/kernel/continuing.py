@@ -13,7 +13,7 @@ from ..engine import options
 from ..engine.cells import AGENT_ROLES, cell_with_source, rlm_meta
 from ..engine.options import new_parser
 from ..errors import RLMError
-from .cell_runs import CellRun
+from .cell_runs import CellRun, person_namespace
 from .reruns import continuation_below
 
 
@@ -54,9 +54,10 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
                   "Add --fresh to ask the model again.")
             return None
     upto = cell_index(cells, args.from_cell, here)
-    if "context" not in shell.user_ns:
+    namespace = person_namespace(shell)
+    if "context" not in namespace:
         raise RLMError("No context yet: run the cell that loads `context` first.")
-    rebuilt = rebuild(cells, upto, shell.user_ns["context"], sources=sources,
+    rebuilt = rebuild(cells, upto, namespace["context"], sources=sources,
                       view_limit=args.max_output_chars or 10_000)
     old = [c.get("id") for c in cells[upto + 1:]
            if rlm_meta(c).get("run_id") == rebuilt.run_id and rlm_meta(c).get("role") in AGENT_ROLES

@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from ..engine import options
 from ..engine.options import new_parser
 from ..errors import RLMError
-from .cell_runs import CellRun, query_source, recorded_run_note, run_parser
+from .cell_runs import CellRun, person_namespace, query_source, recorded_run_note, run_parser
 from .follow_ups import SessionRuns
 
 USAGE = """\
@@ -68,9 +68,10 @@ class RLMMagics(Magics):
 
         args = _context_parser().parse_args(words)
         if not args.paths:
-            if "context" not in self.shell.user_ns:
+            namespace = person_namespace(self.shell)
+            if "context" not in namespace:
                 raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell.")
-            print(describe_context(self.shell.user_ns["context"], self.sources()))
+            print(describe_context(namespace["context"], self.sources()))
             return
         started = time.perf_counter()
         loaded = load_context(args.paths, encoding=args.encoding)
@@ -108,6 +109,9 @@ class RLMMagics(Magics):
 
     def sources(self) -> list[str] | None:
         """The files `context` was loaded from, while it is still the object loaded."""
+        shared = getattr(getattr(self.shell, "kernel", None), "rlm_sandbox", None)
+        if shared is not None:  # the sandboxed kernel keeps `context` in its confined namespace
+            return self.context_sources if self.context_sources and shared.call("loaded", "context") else None
         if self.context_sources and self.shell.user_ns.get("context") is self._loaded_value:
             return self.context_sources
         return None

@@ -1,0 +1,93 @@
+"""``%%rlm --sandbox`` in the RLM kernel: the generated cells run in a
+confined execution kernel (``sandbox/``), and what they print, display or
+raise is published again on this kernel's iopub under the cell's synthetic
+parent header, so the page shows it live in the cell as for an unconfined
+step. Sub-call views are this kernel's own widgets (the sub-calls run here)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ..engine.execution import CellResult, install_shell_hooks
+from ..sandbox.executor import SandboxExecutor
+from ..sandbox.outputs import safe_message
+from ..sinks.live import LiveChannel, step_msg_id
+
+FORWARDED = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
+             "comm_open", "comm_msg", "comm_close")
+
+
+class KernelSandboxExecutor(SandboxExecutor):
+    passthrough = True
+
+    def __init__(self, kernel: Any, channel: LiveChannel | None, run_id: str, spec: Any,
+                 shared: SandboxExecutor | None = None, **kwargs: Any) -> None:
+        super().__init__(shared.spec if shared is not None else spec, **kwargs)
+        self.shared = shared
+        if shared is not None:  # the sandboxed kernel's one confined kernel, where the person's cells run too
+            shared.start()
+            self.manager, self.client = shared.manager, shared.client
+            self.context_inside = True
+        self.kernel = kernel
+        self.channel = channel
+        self.run_id = run_id
+        self._synthetic: dict[str, Any] | None = None
+        self._count = 0
+        install_shell_hooks(kernel.shell)  # the sub-call views, displayed here, also go into the cell's capture
+
+    def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
+        kernel = self.kernel
+        parent = kernel.get_parent("shell") or {}
+        ident = kernel._shell_parent_ident.get() if hasattr(kernel, "_shell_parent_ident") else b""
+        msg_id = step_msg_id(cell_id)
+        header = {**(parent.get("header") or {}), "msg_id": msg_id, "msg_type": "execute_request"}
+        synthetic = {**parent, "header": header, "msg_id": msg_id,
+                     "metadata": {**(parent.get("metadata") or {}), "cellId": cell_id}}
+        if self.channel is not None:
+            self.channel.cell_started(self.run_id, cell_id, msg_id)
+        kernel.set_parent(ident, synthetic, "shell")
+        self._synthetic = synthetic
+        self._count = count = kernel.shell.execution_count  # the page numbers cells by this kernel's count, as for any step
+        try:
+            kernel._publish_execute_input(code, synthetic, count)
+            result = super().execute(code, cell_id=cell_id, view_limit=view_limit)
+            result.execution_count = count
+            return result
+        finally:
+            kernel.shell.execution_count = count + 1
+            self._synthetic = None
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            kernel.set_parent(ident, parent, "shell")
+
+    def cell_number(self) -> int | None:
+        return self._count
+
+    def close(self) -> None:
+        if self.shared is None:
+            super().close()
+
+    def forward(self, msg: dict[str, Any]) -> None:
+        if self._synthetic is None or msg["msg_type"] not in FORWARDED:
+            return
+        kernel = self.kernel
+        content = safe_message(msg["msg_type"], msg["content"])
+        if content is None:
+            return
+        if msg["msg_type"] == "execute_result":
+            content = {**content, "execution_count": self._count}
+        kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=self._synthetic,
+                            ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
+
+    def person_input(self, prompt: str, password: bool) -> str:
+        try:
+            return self.kernel.getpass(prompt) if password else self.kernel.raw_input(prompt)
+        except Exception:  # noqa: BLE001 - a frontend without stdin: the code's input() gets nothing
+            return ""
+
+
+__all__ = ["KernelSandboxExecutor"]

@@ -1,0 +1,343 @@
+"""``SandboxExecutor``: the engine's executor for a confined execution kernel.
+
+Each generated cell is one ``execute_request``; its iopub messages become
+the cell's capture (and, through :meth:`SandboxExecutor.forward`, the outer
+kernel's own iopub). A sub-call the code makes arrives as an
+``input_request`` (``inside.MARK``) and runs here, on the code thread, with
+the run's budgets, keys and sinks, exactly as an unconfined helper call.
+The run's entries (``SandboxEntries``) live inside; only JSON comes out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..engine.capture import CellCapture, capturing
+from ..engine.execution import CellResult, Executor
+from ..engine.namespace import HELPER_NAMES, Entries, Final
+from ..errors import RLMError
+from . import launcher
+from .inside import MARK
+
+if TYPE_CHECKING:
+    from ..engine.run import Run
+
+SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
+AFTER = "__rlm_sandbox__.after()"
+
+
+def decode(encoded: Any) -> Any:
+    if not isinstance(encoded, dict):
+        return None
+    return encoded["json"] if "json" in encoded else str(encoded.get("text", ""))
+
+
+def _final(found: Any) -> Final | None:
+    return None if not found else (found[0], decode(found[1]))
+
+
+class SandboxEntries(Entries):
+    """The run's entries, kept by the same class inside the sandbox; this
+    side asks it over the wire. ``values()`` stays here: the helpers the
+    inside's stand-ins call out to."""
+
+    def __init__(self, run: Run, executor: SandboxExecutor) -> None:
+        super().__init__(run)
+        self.executor = executor
+        self.booted = False
+        self.check: list[Any] | None = None  # the answer dict's state after the last cell
+
+    def boot(self) -> None:
+        if self.booted:
+            return
+        values = self.values()
+        setup: dict[str, Any] = {
+            "helpers": [n for n in SUBCALLS if n in values], "tools": list(self.run.tools.entries()),
+            "history": self.run.history is not None, "prelude": bool(self.run.prelude),
+            "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
+        }
+        if self.executor.context_inside:
+            setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
+        elif "context" in values:
+            setup["context_file"] = self.executor.context_file(values["context"])
+        self.booted = True
+        self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
+
+    def restore(self) -> list[str]:
+        self.boot()
+        executor = self.executor
+        if executor.announced is not None:  # the last cell's report said it; the inside does it before the next cell
+            names, executor.announced = executor.announced, []
+            return names
+        if executor.restored_last:  # nothing ran since the last restore: nothing to put back
+            return []
+        names = list(executor.call("restore"))
+        executor.restored_last = True
+        return names
+
+    def check_answer(self) -> tuple[Final | None, str | None]:
+        self.boot()
+        check, self.check = self.check, None
+        if check is None:
+            check = self.executor.call("check_answer")
+        return _final(check[0]), check[1]
+
+    def resolve(self, kind: str, value: str, quoted: bool = False, call: str = "") -> tuple[Final | None, str | None]:
+        self.boot()
+        found, note = self.executor.call("resolve", kind, value, quoted, call)
+        return _final(found), note
+
+    def forget(self) -> None:
+        super().forget()
+        if self.booted:
+            self.executor.call("forget")
+
+    def _variables(self) -> list[str]:
+        self.boot()
+        return list(self.executor.call("variables"))
+
+    def after(self, report: dict[str, Any]) -> None:
+        given = _final(report.get("given"))
+        if given is not None:
+            self.given = given
+        self.check = report.get("check")
+        restore = report.get("restore")
+        self.executor.announced = list(restore) if restore is not None else None
+
+
+class SandboxNamespace(Mapping[str, Any]):
+    """The confined namespace as the engine reads it: names, and values as
+    plain data (JSON) or their text."""
+
+    def __init__(self, executor: SandboxExecutor) -> None:
+        self.executor = executor
+
+    def __getitem__(self, name: str) -> Any:
+        encoded = self.executor.call("get", name)
+        if encoded is None:
+            raise KeyError(name)
+        return decode(encoded)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.executor.call("names"))
+
+    def __len__(self) -> int:
+        return len(self.executor.call("names"))
+
+
+class SandboxExecutor(Executor):
+    passthrough = False
+
+    def __init__(self, spec: launcher.SandboxSpec, *, max_stored_chars: int = 200_000) -> None:
+        self.spec = spec
+        self.max_stored_chars = max_stored_chars
+        launcher.check_available()  # a missing bwrap is said before any model call
+        self.manager: Any = None
+        self.client: Any = None
+        self.start_s: float | None = None
+        self.namespace = SandboxNamespace(self)  # type: ignore[assignment]
+        self.entries: SandboxEntries | None = None
+        self.context_inside = False  # True: the run's `context` is the confined namespace's own
+        self._inside_next: int | None = None  # the confined kernel's next execution count, when set from here
+        self.restored_last = False  # the last thing the confined kernel did was the entries' restore
+        self.announced: list[str] | None = None  # restored before the next cell, as the last cell's report said
+        self._files = 0
+
+    def start(self) -> None:
+        """Start the confined kernel (on the code thread, which alone talks to it)."""
+        if self.client is None:
+            started = time.monotonic()
+            self.manager, self.client = launcher.start_kernel(self.spec)
+            self.silent("import rlm_kernel.sandbox.inside as _rlm_inside\n_rlm_inside.install(get_ipython())\n"
+                        "del _rlm_inside")
+            self.start_s = time.monotonic() - started
+
+    def child_executor(self) -> Executor:
+        spec = launcher.SandboxSpec(folder=self.spec.folder, memory_mb=self.spec.memory_mb,
+                                    cpu_seconds=self.spec.cpu_seconds)
+        return SandboxExecutor(spec, max_stored_chars=self.max_stored_chars)  # a kernel of its own, never shown live
+
+    def make_entries(self, run: Run) -> Entries:
+        self.entries = SandboxEntries(run, self)
+        return self.entries
+
+    def close(self) -> None:
+        if self.client is not None:
+            launcher.stop_kernel(self.manager, self.client, self.spec)
+            self.client = self.manager = None
+        else:
+            launcher.shutil.rmtree(self.spec.state, ignore_errors=True)
+
+    def context_file(self, value: Any) -> str:
+        """``value`` for the inside to load: a pickle in the sandbox's state folder
+        (written here, read there; nothing is ever unpickled on this side)."""
+        self._files += 1
+        path = Path(self.spec.state) / f"context-{self._files}.pickle"
+        with open(path, "wb") as handle:
+            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.chmod(path, 0o600)
+        return str(path)
+
+    # -- talking to the kernel ---------------------------------------------
+    def silent(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
+        reply = self._run(code, silent=True, expressions=expressions or {}, capture=None)
+        content = reply["content"]
+        if content.get("status") != "ok":
+            raise RLMError(f"The sandboxed kernel refused a setup step: {content.get('ename')}: {content.get('evalue')}")
+        return content
+
+    def call(self, method: str, *args: Any) -> Any:
+        """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
+        self.start()
+        if self.entries is not None and method not in ("get", "names", "set", "loaded", "number"):
+            self.entries.boot()
+        content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
+        value = content["user_expressions"]["r"]
+        if value.get("status") != "ok":
+            raise RLMError(f"The sandboxed kernel could not answer {method}: {value.get('ename')}: {value.get('evalue')}")
+        return json.loads(value["data"]["text/plain"])
+
+    def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
+        capture = CellCapture(passthrough=self.passthrough, max_stored_chars=self.max_stored_chars)
+        started = time.monotonic()
+        if self.entries is not None:
+            self.entries.boot()
+        else:
+            self.start()
+        expressions = {"after": AFTER} if self.entries is not None else {}
+        number = self.cell_number()
+        if number is not None:  # the confined kernel numbers the cell as the page does (its tracebacks say In[n])
+            if number != self._inside_next:
+                self.call("number", number)
+            expressions["next"] = f"__rlm_sandbox__.number({number + 1})"
+            self._inside_next = number + 1
+        with capturing(capture):
+            reply = self._run(code, silent=False, expressions=expressions, capture=capture)
+        content = reply["content"]
+        status, error_name = "ok", None
+        if content.get("status") != "ok":
+            error_name = content.get("ename") or "Error"
+            status = "interrupted" if error_name == "KeyboardInterrupt" else "error"
+        after = (content.get("user_expressions") or {}).get("after")
+        if self.entries is not None:
+            if after and after.get("status") == "ok":
+                self.entries.after(json.loads(after["data"]["text/plain"]))
+            else:  # a cell that raised gets no user expressions: FINAL may still have been called in it
+                self.entries.after(self.call("after"))
+        view, chars = capture.model_view(view_limit)
+        return CellResult(outputs=capture.outputs(), status=status, execution_count=content.get("execution_count"),
+                          model_view=view, output_chars=chars, duration_s=time.monotonic() - started,
+                          error_name=error_name)
+
+    def _run(self, code: str, *, silent: bool, expressions: dict[str, str], capture: CellCapture | None,
+             store_history: bool | None = None) -> dict[str, Any]:
+        import zmq
+
+        self.start()
+        self.restored_last = False
+        self.announced = None  # anything the confined kernel runs may change what a restore finds
+        client = self.client
+        msg_id = client.execute(code, silent=silent, store_history=not silent if store_history is None else store_history,
+                                allow_stdin=True, user_expressions=expressions)
+        poller = zmq.Poller()
+        sockets = {client.iopub_channel.socket: client.iopub_channel, client.stdin_channel.socket: client.stdin_channel,
+                   client.shell_channel.socket: client.shell_channel}
+        for socket in sockets:
+            poller.register(socket, zmq.POLLIN)
+        reply: dict[str, Any] | None = None
+        idle = False
+        interrupted_at: float | None = None
+        while reply is None or not idle:
+            try:
+                ready = dict(poller.poll(50))
+                for socket, channel in sockets.items():
+                    if socket not in ready:
+                        continue
+                    msg = channel.get_msg(timeout=0)
+                    if msg["parent_header"].get("msg_id") != msg_id:
+                        continue
+                    kind = msg["msg_type"]
+                    if channel is client.shell_channel:
+                        reply = msg
+                    elif channel is client.stdin_channel:
+                        self._answer_input(msg["content"])
+                    elif kind == "status":
+                        idle = msg["content"].get("execution_state") == "idle"
+                    elif not silent:
+                        self._output(kind, msg, capture)
+                if interrupted_at is not None and time.monotonic() - interrupted_at > 10:
+                    raise RLMError("The sandboxed kernel did not stop after an interrupt.")
+            except KeyboardInterrupt:
+                if interrupted_at is None:
+                    interrupted_at = time.monotonic()
+                    self.manager.interrupt_kernel()
+        return reply
+
+    def _output(self, kind: str, msg: dict[str, Any], capture: CellCapture | None) -> None:
+        content = msg["content"]
+        if capture is None:
+            pass
+        elif kind == "stream":
+            capture.stream(content["name"], content["text"])
+        elif kind in ("display_data", "update_display_data"):
+            capture.display(content["data"], content.get("metadata"), transient=content.get("transient"),
+                            update=kind == "update_display_data")
+        elif kind == "execute_result":
+            capture.result(content["data"], content.get("metadata"), content.get("execution_count"))
+        elif kind == "error":
+            capture.error(content["ename"], content["evalue"], content["traceback"])
+        elif kind == "clear_output":
+            capture.clear()
+        self.forward(msg)
+
+    def forward(self, msg: dict[str, Any]) -> None:
+        """Hook: the RLM kernel re-publishes the cell's messages on its own iopub."""
+
+    def cell_number(self) -> int | None:
+        """Hook: the execution count the page shows for the cell about to run
+        (None: the confined kernel's own count will do)."""
+        return None
+
+    # -- sub-calls and input() from inside -------------------------------------
+    def _answer_input(self, content: dict[str, Any]) -> None:
+        prompt = content.get("prompt", "")
+        if not prompt.startswith(MARK):
+            self.client.input(self.person_input(prompt, bool(content.get("password"))))
+            return
+        try:
+            request = json.loads(prompt[len(MARK):])
+            name, args, kwargs = request["name"], list(request["args"]), dict(request["kwargs"])
+            answer = {"value": self.helper(name)(*args, **kwargs)}
+            text = json.dumps(answer, default=str)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001 - the helper's error goes back to the code that called it
+            text = json.dumps({"error": [type(error).__name__, str(error)]})
+        self.client.input(text)
+
+    def helper(self, name: str) -> Any:
+        """The function a call out of the sandbox named ``name`` runs: the run's
+        sub-call helpers and tools, nothing else."""
+        values = self.entries.values() if self.entries is not None else {}
+        if name not in values or not (name in SUBCALLS or name in self.entries.run.tools.entries()):
+            raise RLMError(f"{name} cannot be called from the sandbox.")
+        return values[name]
+
+    def person_input(self, prompt: str, password: bool) -> str:
+        """Hook: what ``input()`` in the confined code gets (headless: nothing)."""
+        return ""
+
+
+def sandbox_spec(options: Any, folder: str | os.PathLike[str] | None = None) -> launcher.SandboxSpec:
+    where = options.sandbox_dir or folder or os.getcwd()
+    return launcher.SandboxSpec(folder=Path(where).expanduser().resolve(), memory_mb=options.sandbox_memory,
+                                cpu_seconds=options.sandbox_cpu)
+
+
+__all__ = ["SandboxEntries", "SandboxExecutor", "SandboxNamespace", "decode", "sandbox_spec"]

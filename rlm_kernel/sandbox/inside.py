@@ -1,0 +1,239 @@
+"""What runs inside the confined execution kernel.
+
+``python -m rlm_kernel.sandbox.inside --memory-mb N -f CONNECTION_FILE``
+sets the memory limit (hard: the code cannot raise it) and starts an
+ordinary ipykernel. The executor outside then installs a :class:`Bootstrap`
+as ``__rlm_sandbox__``: the run's entries (``engine.namespace.Entries``, the
+same class as outside) over a stand-in run whose helpers send each call out
+through the stdin channel (an ``input_request`` whose prompt starts with
+:data:`MARK`); the engine outside makes the call with its budgets and keys.
+Between cells it enforces the per-cell CPU limit and ends every process a
+cell left behind. Only JSON crosses the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import resource
+import signal
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+MARK = "\x00rlm-sandbox-call:"
+JSON_TYPES = (str, int, float, bool, type(None))
+
+
+class CPULimitExceeded(Exception):
+    pass
+
+
+def encode(value: Any) -> Any:
+    """A value as JSON, or its str() when it is not plain data."""
+    if isinstance(value, JSON_TYPES):
+        return {"json": value}
+    try:
+        text = json.dumps(value)
+        if len(text) < 50_000_000:
+            return {"json": json.loads(text)}
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return {"text": str(value), "type": type(value).__name__}
+    except Exception as error:  # noqa: BLE001 - a value's __str__ may raise anything
+        return {"text": f"<unprintable {type(value).__name__}: {error}>", "type": type(value).__name__}
+
+
+class Reply:
+    """A user expression's value: its repr is the JSON the executor reads."""
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _call_out(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    __tracebackhide__ = True
+    reply = json.loads(input(MARK + json.dumps({"name": name, "args": args, "kwargs": kwargs})))
+    if "error" in reply:
+        kind, message = reply["error"]
+        raise type(kind, (Exception,), {"__module__": "rlm_kernel"})(message)
+    return reply["value"]
+
+
+def _stub(name: str) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        return _call_out(name, list(args), kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+class Bootstrap:
+    """``__rlm_sandbox__`` in the confined namespace: installed once per
+    confined kernel; :meth:`setup` makes a run's entries (again for each run)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.cpu_seconds = 0.0
+        self.run: Any = None
+        self.entries: Any = None
+        self.loaded: dict[str, Any] = {}  # what `set` put in the namespace
+        self.pending = False  # a restore the last cell's report announced, done before the next cell
+        shell.events.register("pre_run_cell", self._before_cell)
+        shell.events.register("post_run_cell", self._after_cell)
+        signal.signal(signal.SIGXCPU, self._cpu_exceeded)
+
+    def setup(self, setup_json: str) -> None:
+        from rlm_kernel.engine.namespace import Entries
+
+        setup = json.loads(setup_json)
+        self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
+        context = self.shell.user_ns.get("context") if setup.get("context_inside") else None
+        if setup.get("context_file"):
+            context = _load(setup["context_file"])
+        helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
+        tools = {n: _stub(n) for n in setup.get("tools", [])}
+        self.run = SimpleNamespace(
+            helpers=helpers, context=context, prelude=setup.get("prelude"), history=setup.get("history"),
+            tools=SimpleNamespace(entries=lambda: tools),
+            executor=SimpleNamespace(namespace=self.shell.user_ns, shell=self.shell))
+        self.entries = Entries(self.run)
+        self.pending = False
+
+    def call(self, method: str, *args: Any) -> Reply:
+        entries = self.entries
+        if method == "names":
+            return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
+        if method == "get":
+            return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
+        if method == "set":  # `context` (`%rlm context PATH`) or `rlm_result`, made outside, for the person's cells
+            self.shell.user_ns[args[0]] = self.loaded[args[0]] = _load(args[1])
+            return Reply(None)
+        if method == "loaded":  # is `name` still the value set from outside (not rebound by a cell)?
+            return Reply(args[0] in self.loaded and self.shell.user_ns.get(args[0]) is self.loaded[args[0]])
+        if method == "person_helpers":  # the sub-call helpers in a person's cells, before any run
+            for name in args[0]:
+                self.shell.user_ns.setdefault(name, _stub(name))
+            self.shell.user_ns.setdefault("answer", {"content": "", "ready": False})
+            return Reply(None)
+        if method == "number":  # the execution count the page shows for the next cell
+            return self.number(args[0])
+        if method == "restore":
+            self.pending = False
+            return Reply(entries.restore())
+        if method == "check_answer":
+            found, note = entries.check_answer()
+            return Reply([_final(found), note])
+        if method == "resolve":
+            found, note = entries.resolve(*args)
+            return Reply([_final(found), note])
+        if method == "forget":  # the context may be the one the re-run cells made
+            if "context" in self.shell.user_ns and self.run.context is None:
+                self.run.context = self.shell.user_ns["context"]
+            entries.forget()
+            return Reply(None)
+        if method == "after":
+            return self.after()
+        if method == "variables":
+            return Reply(entries._variables())
+        raise ValueError(method)
+
+    def number(self, count: int) -> Reply:
+        self.shell.execution_count = int(count)
+        return Reply(None)
+
+    def after(self) -> Reply:
+        """Read after every cell: FINAL's answer (then cleared) and the answer dict's state."""
+        if self.entries is None:
+            return Reply({})
+        given, self.entries.given = self.entries.given, None
+        found, note = self.entries.check_answer()
+        report = {"given": _final(given), "check": [_final(found), note], "restore": None}
+        if self.entries._installed:
+            # what a restore would put back, said now; done before the next cell runs (the
+            # step's answer is read first, as outside), saving the engine a round trip per step
+            namespace, missing = self.shell.user_ns, object()
+            report["restore"] = [name for name, value in self.entries.values().items()
+                                 if name != "answer" and namespace.get(name, missing) is not value]
+            self.pending = True
+        return Reply(report)
+
+    # -- between cells ------------------------------------------------------
+    def _before_cell(self, *_: Any) -> None:
+        if self.pending and self.entries is not None:
+            self.pending = False
+            self.entries.restore()
+        if self.cpu_seconds:
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            spent = used.ru_utime + used.ru_stime
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            resource.setrlimit(resource.RLIMIT_CPU, (int(spent + self.cpu_seconds) + 1, hard))
+
+    def _after_cell(self, *_: Any) -> None:
+        end_left_processes()
+
+    def _cpu_exceeded(self, *_: Any) -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY if hard == resource.RLIM_INFINITY else hard,
+                                                 hard))
+        raise CPULimitExceeded(f"the cell used more than {self.cpu_seconds:g} CPU seconds (--sandbox-cpu)")
+
+
+def _final(found: Any) -> Any:
+    if found is None:
+        return None
+    name, value = found
+    return [name, encode(value)]
+
+
+def end_left_processes() -> list[int]:
+    """Kill every process in the sandbox's pid namespace but the kernel
+    (and bwrap's init, pid 1): nothing a cell starts outlives it."""
+    me, killed = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except (ProcessLookupError, PermissionError):
+                pass
+    for pid in killed:  # the kernel's own children: reap them (a zombie still answers kill(pid, 0))
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # not ours: bwrap's init reaps it
+    return killed
+
+
+def _load(path: str) -> Any:
+    with open(path, "rb") as handle:
+        value = pickle.load(handle)  # written by the engine outside, never read back out
+    os.unlink(path)
+    return value
+
+
+def install(shell: Any) -> None:
+    if "__rlm_sandbox__" not in shell.user_ns:
+        shell.user_ns["__rlm_sandbox__"] = boot = Bootstrap(shell)
+        shell.user_ns_hidden["__rlm_sandbox__"] = boot
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--memory-mb"]:
+        limit = int(argv[1]) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        argv = argv[2:]
+    sys.argv = ["rlm-sandbox-kernel", *argv]
+    from ipykernel.kernelapp import launch_new_instance
+
+    launch_new_instance()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

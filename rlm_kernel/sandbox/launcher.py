@@ -1,0 +1,140 @@
+"""Starting the confined execution kernel: an ordinary ipykernel under
+bubblewrap, reached over jupyter_client's ipc transport (TCP cannot cross
+``--unshare-net``).
+
+What it may see: the whole file system read-only, except the sandbox folder
+(read-write) and a private state folder (its sockets, its temp folder, the
+context file); ``/tmp``, ``/run`` and the home folder hidden behind empty
+tmpfs mounts (other programs' files and unix sockets live there); a fresh
+network namespace with only its own loopback; its own pid namespace; an
+environment made only of :data:`ALLOWED_ENV` (no provider keys, no secrets).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import RLMError
+
+BWRAP = "bwrap"
+ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+INSTALL = ("bubblewrap is needed for sandboxed runs: install it (Debian/Ubuntu: apt-get install bubblewrap; "
+           "Fedora: dnf install bubblewrap) and make sure user namespaces are enabled.")
+
+
+@dataclass
+class SandboxSpec:
+    folder: Path  # the one folder the code may write
+    memory_mb: int = 2048
+    cpu_seconds: float = 300.0  # per cell
+    state: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlm-sandbox-")))
+
+    @property
+    def tmp(self) -> Path:
+        return self.state / "tmp"
+
+
+def check_available() -> str:
+    """The bwrap executable, or RLMError with one sentence on how to get it.
+    Never a fallback to running unconfined."""
+    path = shutil.which(BWRAP)
+    if path is None:
+        raise RLMError(INSTALL)
+    probe = subprocess.run([path, "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev",
+                            "--proc", "/proc", "--die-with-parent", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise RLMError(f"bubblewrap cannot confine a process here ({why}); sandboxed runs need user namespaces "
+                       "(sysctl kernel.unprivileged_userns_clone=1, or run where they are allowed).")
+    return path
+
+
+def _hidden_roots() -> list[str]:
+    home = os.path.expanduser("~")
+    roots = ["/tmp", "/run"]
+    if home not in ("/", "") and not any(home == r or home.startswith(r + "/") for r in roots):
+        roots.append(home)
+    return roots
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
+    """The command line that starts the kernel confined; ``{connection_file}``
+    is filled in by jupyter_client."""
+    hidden = _hidden_roots()
+    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for root in hidden:
+        if os.path.isdir(root):
+            argv += ["--tmpfs", root]
+    # what the kernel needs from the hidden places, back in read-only: the
+    # Python it runs, and this package when it is installed from a work tree
+    needed = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+              str(Path(os.path.realpath(__file__)).parent.parent.parent)}
+    for path in sorted(needed):
+        if _under(path, hidden):
+            argv += ["--ro-bind", path, path]
+    folder, state = str(spec.folder.resolve()), str(spec.state.resolve())
+    argv += ["--bind", state, state, "--bind", folder, folder, "--chdir", folder, "--clearenv"]
+    env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
+    env.update(HOME=folder, TMPDIR=str(spec.tmp), IPYTHONDIR=str(spec.state / "ipython"),
+               JUPYTER_RUNTIME_DIR=str(spec.state / "runtime"), MPLCONFIGDIR=str(spec.tmp / "matplotlib"),
+               PYTHONDONTWRITEBYTECODE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    argv += ["--", sys.executable, "-m", "rlm_kernel.sandbox.inside", "--memory-mb", str(spec.memory_mb),
+             "-f", "{connection_file}"]
+    return argv
+
+
+def start_kernel(spec: SandboxSpec, *, startup_timeout: float = 60.0) -> tuple[Any, Any]:
+    """Start the confined kernel; return (KernelManager, BlockingKernelClient), ready."""
+    bwrap = check_available()
+    from jupyter_client.kernelspec import KernelSpec
+    from jupyter_client.manager import KernelManager
+
+    spec.folder.mkdir(parents=True, exist_ok=True)
+    for part in ("tmp", "ipython", "runtime"):
+        (spec.state / part).mkdir(parents=True, exist_ok=True)
+    manager = KernelManager(transport="ipc", ip=str(spec.state / "k"),
+                            connection_file=str(spec.state / "kernel.json"))
+    # interrupts as messages: the kernel is bwrap's child, a signal to bwrap would not reach it
+    manager._kernel_spec = KernelSpec(argv=bwrap_argv(bwrap, spec), display_name="RLM sandbox",
+                                      language="python", interrupt_mode="message")
+    env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
+    with open(spec.state / "kernel.log", "wb") as log:  # the kernel's own chatter, read when it fails to start
+        manager.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=log)
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        said = (spec.state / "kernel.log").read_text(errors="replace").strip().splitlines()
+        stop_kernel(manager, client, spec)
+        raise RLMError("The sandboxed execution kernel did not start"
+                       + (f": {said[-1]}" if said else ".")) from None
+    return manager, client
+
+
+def stop_kernel(manager: Any, client: Any, spec: SandboxSpec) -> None:
+    try:
+        client.stop_channels()
+    finally:
+        try:
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
+        finally:
+            shutil.rmtree(spec.state, ignore_errors=True)
+
+
+__all__ = ["ALLOWED_ENV", "INSTALL", "SandboxSpec", "bwrap_argv", "check_available", "start_kernel", "stop_kernel"]
