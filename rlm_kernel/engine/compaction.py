@@ -346,10 +346,19 @@ def input_window(model: str) -> int | None:
     return _WINDOWS[model]
 
 
+IMAGE_TOKENS = 3000  # more than a provider counts for one image of at most 1,024 px (vision.py)
+
+
 def upper_bound(messages: list[dict[str, Any]]) -> int:
     """More tokens than any tokenizer makes of ``messages`` (a token is at
-    least one UTF-8 byte), so the exact count can be skipped while far below."""
-    return sum(len(_text(m).encode("utf-8")) + 8 for m in messages) + 16
+    least one UTF-8 byte; an image part at most ``IMAGE_TOKENS``), so the
+    exact count can be skipped while far below."""
+    return sum(len(_text(m).encode("utf-8")) + 8 + IMAGE_TOKENS * _images(m) for m in messages) + 16
+
+
+def _images(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    return sum(isinstance(p, dict) and p.get("type") == "image_url" for p in content) if isinstance(content, list) else 0
 
 
 async def count_tokens(model: str, messages: list[dict[str, Any]]) -> int:

@@ -20,6 +20,7 @@ from .compaction import cell_summary, compacted
 from .options import parse_query_cell
 from .protocol import cell_feedback
 from .trajectory import not_run
+from .vision import rebuilt_note
 
 
 @dataclass
@@ -108,6 +109,9 @@ def rebuild(
                     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
                     status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"
                     feedback.append(cell_feedback(cell.get("execution_count"), status, view, chars))
+                    shown = rebuilt_note(cell.get("execution_count"), cell.get("outputs") or [])
+                    if shown:
+                        feedback.append(shown)
                 pins = [r for r in meta.get("subcalls") or [] if r.get("pinned")]
                 if pins:
                     prompts_edited = sum(1 for r in pins if r.get("edited_prompt") is not None)

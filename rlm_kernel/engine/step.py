@@ -7,16 +7,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbformat import NotebookNode, from_dict
 
+from .._words import plural
 from ..errors import BudgetExceeded
 from . import trajectory
 from .execution import CellResult
 from .guard import run_guarded
 from .namespace import Final
 from .protocol import cell_feedback
+from .subcalls import images_metadata
+from .vision import StepImages
+
+Content = str | list[dict[str, Any]]  # a user message's content
 
 if TYPE_CHECKING:
     from .reply_stream import ReplyStream, WholeReply
@@ -33,14 +38,17 @@ class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
         self.message = message
 
 
-async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[str, Final | None]:
-    """Write the reply's cells, run its code; return the feedback and the
-    answer if final. ``source`` gives the reply's segments as they settle
-    (``reply_stream.py``); the protocol's rules read the whole reply."""
+async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[Content, Final | None]:
+    """Write the reply's cells, run its code; return the feedback (the next
+    user message's content: text, and the images the cells displayed when
+    the root model takes them) and the answer if final. ``source`` gives the
+    reply's segments as they settle (``reply_stream.py``); the protocol's
+    rules read the whole reply."""
     cells = _Cells(run, step, source)
     entries = run.entries
     feedback: list[str] = []
     notes: list[str] = []
+    images = StepImages(run)
     ran = 0
     unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
     entries.given = None
@@ -81,6 +89,9 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
         ran += 1
         result = await run_cell(run, cell)
         feedback.append(cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars))
+        shown = images.add(_label(result.execution_count), result.outputs)
+        if shown:
+            feedback.append(shown)
         if result.status != "ok":
             unsure = unsure or "a code block in the same reply raised an error"
         _stop_after(run, result)
@@ -111,7 +122,14 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
         notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
     if final is None and not ran and not reply.markers:
         notes.append(NO_CODE)
-    return "\n\n".join([*feedback, *reply.notes, *notes]), final
+    left = run.tree.options.max_iterations - step
+    if final is None and 0 < left <= 2:
+        notes.append(f"(You have {plural(left, 'step')} left; answer soon.)")
+    return images.content("\n\n".join([*feedback, *reply.notes, *notes])), final
+
+
+def _label(execution_count: int | None) -> str:
+    return f"Cell [{execution_count}]" if execution_count is not None else "A cell"
 
 
 class _Cells:
@@ -226,6 +244,8 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
     meta["duration_s"] = round(result.duration_s, 4)
     if subcalls:
         meta["subcalls"] = [s.as_metadata() for s in subcalls]
+        if any(s.images for s in subcalls):
+            meta["images"] = images_metadata(subcalls)
     run.sink.cell_finished(run, cell)
     run.report_status(force=True)
     return result

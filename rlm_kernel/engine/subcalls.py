@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
 from .engine_loop import submit
+from .images import Image, hashes_key, load_all
 from .model_client import ModelCallError
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class SubcallRecord:
     edited_prompt: str | None = None  # a pinned call whose prompt a person rewrote (the hash stays the code's)
     cell_id: str | None = None  # the notebook cell whose code made the call
     deployment: dict[str, str] | None = None  # which deployment answered (calls through a Router)
+    images: list[Image] = field(default_factory=list)  # sent after the prompt; their hashes are part of its identity
     started: float = field(default_factory=time.monotonic)
 
     def replay(self, recorded: dict[str, Any]) -> None:
@@ -77,7 +79,7 @@ class SubcallRecord:
         record: dict[str, Any] = {
             "id": self.id,
             "model": self.model,
-            "prompt_hash": prompt_hash(self.model, self.prompt),
+            "prompt_hash": prompt_hash(self.model, self.prompt, self.images),
             "prompt_preview": self.prompt[:PREVIEW_CHARS],
             "prompt_chars": len(self.prompt),
             "status": self.status,
@@ -99,6 +101,8 @@ class SubcallRecord:
             record["child"] = self.child
         if self.deployment:
             record["deployment"] = self.deployment
+        if self.images:
+            record["images"] = [image.hash for image in self.images]  # the images: the cell's metadata.rlm.images
         if self.replayed:
             record["replayed"] = True
         if self.pinned:
@@ -108,8 +112,20 @@ class SubcallRecord:
         return record
 
 
-def prompt_hash(model: str, prompt: str) -> str:
-    return hashlib.sha256(f"{model}\x00{prompt}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+def prompt_hash(model: str, prompt: str, images: list[Image] | tuple[Image, ...] = ()) -> str:
+    """A sub-call's identity: its model, prompt and images (by their hashes)."""
+    key = f"{model}\x00{prompt}{hashes_key(list(images))}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def message_content(prompt: str, images: list[Image]) -> str | list[dict[str, Any]]:
+    """A sub-call's user message: the prompt, then its images as image parts."""
+    return [{"type": "text", "text": prompt}, *(image.part() for image in images)] if images else prompt
+
+
+def images_metadata(records: list[SubcallRecord]) -> dict[str, str]:
+    """The images of a cell's sub-calls for its ``metadata.rlm.images``: each once, by hash."""
+    return {image.hash: image.data_url() for record in records for image in record.images}
 
 
 _batch_ids = itertools.count(1)
@@ -123,21 +139,23 @@ class SubcallHelpers:
         self._ids = itertools.count(1)
 
     # -- plain sub-calls ---------------------------------------------------------
-    def llm_query(self, prompt: str, model: str | None = None) -> str:
-        """Ask the sub-model about ``prompt``; returns its reply as a str."""
+    def llm_query(self, prompt: str, model: str | None = None, images: Any = None) -> str:
+        """Ask the sub-model about ``prompt`` (and ``images``: matplotlib figures,
+        PIL images, PNG/JPEG bytes, file paths or data URLs); returns its reply as a str."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         prompt = _as_prompt(prompt)
-        record = self._new_records("llm", [prompt], model)[0]
+        record = self._new_records("llm", [(prompt, load_all(images))], model)[0]
         self._wait([record], self._call(record))
         if record.status == "error":
             raise SubcallError(f"Sub-call to {record.model} failed: {record.error}.")
         return record.response or ""
 
     def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
-        """llm_query over many prompts at once; answers in order. A failed
-        prompt gives a SubcallFailure in its slot and fails nothing else."""
+        """llm_query over many prompts at once; answers in order. A prompt may
+        be a ``(text, images)`` pair. A failed prompt gives a SubcallFailure in
+        its slot and fails nothing else."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
-        prompts = [_as_prompt(p) for p in _as_list(prompts)]
+        prompts = [_with_images(p) for p in _as_list(prompts)]
         if not prompts:
             return []
         records = self._new_records("llm", prompts, model, batch=f"b{next(_batch_ids)}")
@@ -200,16 +218,17 @@ class SubcallHelpers:
                 "use llm_query here instead."
             )
 
-    def _new_records(self, kind: str, prompts: list[str], model: str | None,
+    def _new_records(self, kind: str, prompts: list[str] | list[tuple[str, list[Image]]], model: str | None,
                      batch: str | None = None) -> list[SubcallRecord]:
         """Records for these prompts: replayed ones filled from the notebook,
         the rest claimed from the sub-call budget (all or none)."""
         endpoint = self.run.sub_endpoint(model)
         cursor = self.run.replay_cursor
         records, fresh = [], 0
-        for prompt in prompts:
-            record = SubcallRecord(id="", kind=kind, model=endpoint.model, prompt=prompt, batch=batch)
-            recorded = cursor.take(endpoint.model, prompt) if cursor is not None else None
+        for given in prompts:
+            prompt, images = given if isinstance(given, tuple) else (given, [])
+            record = SubcallRecord(id="", kind=kind, model=endpoint.model, prompt=prompt, batch=batch, images=images)
+            recorded = cursor.take(endpoint.model, prompt, images) if cursor is not None else None
             if recorded is not None:
                 record.replay(recorded)
             else:
@@ -239,7 +258,8 @@ class SubcallHelpers:
             self.run.subcall_changed(record)
             try:
                 completion = await tree.client.complete(
-                    endpoint, [{"role": "user", "content": record.prompt}], deadline=tree.budget.deadline
+                    endpoint, [{"role": "user", "content": message_content(record.prompt, record.images)}],
+                    deadline=tree.budget.deadline,
                 )
             except ModelCallError as error:
                 record.status, record.error, record.attempts = "error", str(error), error.attempts
@@ -295,10 +315,18 @@ def _as_prompt(prompt: Any) -> str:
     return str(prompt)
 
 
+def _with_images(prompt: Any) -> tuple[str, list[Image]]:
+    """A batch's prompt: text, or a ``(text, images)`` pair."""
+    if isinstance(prompt, tuple) and len(prompt) == 2 and isinstance(prompt[0], str):
+        return prompt[0], load_all(prompt[1])
+    return _as_prompt(prompt), []
+
+
 def _as_list(prompts: Any) -> list[Any]:
     if isinstance(prompts, str):
         raise TypeError("llm_query_batched takes a list of prompts, not a single str; use llm_query for one prompt.")
     return list(prompts)
 
 
-__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "prompt_hash"]
+__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "images_metadata",
+           "message_content", "prompt_hash"]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._words import price_text, tokens_text
-from .rows import flags, shown_status
+from .rows import flags, shown_status, thumbnail
 from .text_fold import fold, fold_html
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     said = (f"edited by a person, {len(prompt):,} characters; the code's prompt has {len(record.prompt):,}"
             if edited is not None else f"{len(prompt):,} characters")
     body = (
-        f"<div><b>Prompt</b> ({said})</div>"
+        f"{images_html(record)}<div><b>Prompt</b> ({said})</div>"
         f"<div class='rlm-sc-prompt' style='{_TEXT_STYLE}'>{fold_html(prompt, fold(prompt))}</div>"
         f"<div><b>Response</b></div>"
         f"<pre class='rlm-sc-response' style='{_TEXT_STYLE}'>{html.escape(_clip(answer, VIEW_CHARS))}</pre>"
@@ -85,6 +85,19 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     line = "white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
     return (f"<details class='rlm-sc-row' data-status='{status}'{state}><summary style='{line}'>{summary}</summary>"
             f"{body}</details>")
+
+
+def images_html(record: SubcallRecord) -> str:
+    """The call's images as thumbnails (nothing when it sent none)."""
+    if not record.images:
+        return ""
+    thumbs = "".join(
+        f"<img class='rlm-sc-thumb' src='{thumbnail(image)}' alt='image {image.hash}' "
+        f"title='{image.width}x{image.height} {image.mime}' style='max-height:96px;max-width:96px;"
+        f"border:1px solid var(--jp-border-color2, #ddd);margin-right:4px'>"
+        for image in record.images)
+    return (f"<div><b>Images</b> ({len(record.images)})</div>"
+            f"<div class='rlm-sc-images' style='margin:2px 0'>{thumbs}</div>")
 
 
 def record_markdown(record: SubcallRecord) -> str:

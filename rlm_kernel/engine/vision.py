@@ -1,0 +1,116 @@
+"""What the root model sees of the images its cells display.
+
+After a step, the images its code cells displayed (matplotlib figures,
+``IPython.display.Image``, any PNG/JPEG/GIF/WebP ``display_data`` or
+``execute_result``) go into the next user message as image parts, after
+the text feedback, when the root model takes images: ``--vision on``, or
+``auto`` (the default) when litellm's model info says the model supports
+vision. At most ``--max-images-per-step`` per step, each downscaled to at
+most 1,024 px on its long side; the text says which cell each came from
+and how many were left out. A root model that does not take images gets
+one line per cell saying so instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._words import plural
+from .images import Image, ImageError, from_output, output_image
+from .litellm_setup import load_litellm
+
+if TYPE_CHECKING:
+    from .run import Run
+
+_SUPPORTS: dict[str, bool] = {}
+
+
+def supports_vision(model: str) -> bool:
+    """Whether litellm's model info says ``model`` takes images (False when it does not know it)."""
+    if model not in _SUPPORTS:
+        try:
+            _SUPPORTS[model] = bool(load_litellm().supports_vision(model=model))
+        except Exception:
+            _SUPPORTS[model] = False
+    return _SUPPORTS[model]
+
+
+def takes_images(setting: str, model: str) -> tuple[bool, str]:
+    """(whether the root model is shown images, why not when it is not)."""
+    if setting == "on":
+        return True, ""
+    if setting == "off":
+        return False, "--vision is off"
+    if supports_vision(model):
+        return True, ""
+    return False, f"litellm's model info does not say {model} supports vision (--vision on sends them anyway)"
+
+
+class StepImages:
+    """The images of one step's cells, as the next user message carries them."""
+
+    def __init__(self, run: Run) -> None:
+        options = run.tree.options
+        self.limit = int(options.max_images_per_step)
+        self.on, self.why_not = takes_images(options.vision, run.endpoint.model)
+        self.images: list[tuple[str, Image]] = []  # (the cell's label, the image)
+        self.left_out = 0
+
+    def add(self, label: str, outputs: list[dict[str, Any]]) -> str | None:
+        """Take the images among a cell's outputs; the line the feedback says about them."""
+        found = [o for o in outputs if output_image(o) is not None]
+        if not found:
+            return None
+        if not self.on:
+            return f"{label} displayed {plural(len(found), 'image')}, not shown to you: {self.why_not}."
+        shown: list[int] = []
+        problems: list[str] = []
+        for output in found:
+            if len(self.images) >= self.limit:
+                self.left_out += 1
+                continue
+            try:
+                image = from_output(output)
+            except ImageError as error:
+                problems.append(str(error))
+                continue
+            if image is not None:
+                self.images.append((label, image))
+                shown.append(len(self.images))
+        parts = []
+        if shown:
+            names = ", ".join(f"image {n}" for n in shown)
+            parts.append(f"{label} displayed {plural(len(found), 'image')}: {names} below")
+        else:
+            parts.append(f"{label} displayed {plural(len(found), 'image')}")
+        skipped = len(found) - len(shown) - len(problems)
+        if skipped:
+            parts.append(f"{skipped} left out (at most {self.limit} per step, --max-images-per-step)")
+        if problems:
+            parts.append(f"{len(problems)} not shown: {problems[0]}")
+        return "; ".join(parts) + "."
+
+    def content(self, text: str) -> str | list[dict[str, Any]]:
+        """The user message's content: the text alone, or the text and the images."""
+        if not self.images:
+            return text
+        if self.left_out:
+            text += (f"\n\n({plural(self.left_out, 'more image')} displayed in this step "
+                     f"{'was' if self.left_out == 1 else 'were'} left out.)")
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        for number, (label, image) in enumerate(self.images, 1):
+            parts.append({"type": "text", "text": f"Image {number} ({label}, {image.width}x{image.height}):"})
+            parts.append(image.part())
+        return parts
+
+
+def rebuilt_note(execution_count: int | None, outputs: list[dict[str, Any]]) -> str | None:
+    """What a history rebuilt from a notebook says of a cell's images (it does not send them again)."""
+    count = sum(output_image(o) is not None for o in outputs)
+    if not count:
+        return None
+    label = f"Cell [{execution_count}]" if execution_count is not None else "The cell"
+    return f"{label} displayed {plural(count, 'image')} (not sent again in a history rebuilt from the notebook)."
+
+
+__all__ = ["StepImages", "rebuilt_note", "supports_vision", "takes_images"]
