@@ -272,3 +272,81 @@ def test_without_pillow_an_image_is_refused_in_one_sentence():
             "try:\n    load(b'\\x89PNG\\r\\n\\x1a\\n' + bytes(20))\nexcept ImageError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.stdout.strip() == images_mod.NO_PILLOW, done.stderr
+
+
+# -- the sub-call view --------------------------------------------------------------
+
+
+def test_the_sub_call_view_shows_thumbnails_and_counts_images():
+    from rlm_kernel.widgets.subcall import SubcallView, record_html
+
+    image = images_mod.from_bytes(png(300, 200))
+    record = SubcallRecord(id="1", kind="llm", model=SUB, prompt="describe", images=[image, image], status="done",
+                           response="two blue boxes")
+    shown = record_html(record)
+    assert shown.count("<img class='rlm-sc-thumb' src='data:image/png;base64,") == 2
+    assert "<b>Images</b> (2)" in shown and "[2 images] describe" in shown
+    thumb = PIL.open(io.BytesIO(base64.b64decode(shown.split("base64,", 1)[1].split("'", 1)[0])))
+    assert max(thumb.size) == 96
+    assert "| [2 images] describe |" in SubcallView([record], "llm", widgets=False).markdown()
+
+
+# -- a person's cell in the kernel: images recorded once, pins hold for the same images -----------
+
+
+def _click(kernel: Any, comm_id: str) -> list[dict]:
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom",
+                                                                           "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(msg)
+    return kernel.execute("pass")[1]
+
+
+def _widget_states(messages: list[dict]) -> dict[str, dict[str, Any]]:
+    return {m["content"]["comm_id"]: m["content"]["data"]["state"] for m in messages
+            if m["msg_type"] == "comm_open" and m["content"].get("target_name") == "jupyter.widget"}
+
+
+@pytest.mark.kernel
+def test_a_person_cells_images_are_recorded_once_and_a_pin_holds_for_the_same_images(tmp_path):
+    from _kernel import Frontend, texts
+
+    frontend = Frontend(tmp_path)
+    try:
+        frontend.import_litellm()
+        with ScriptedServer(Script(sub=lambda prompt: f"sub saw {prompt}")) as server:
+            frontend.hello([])
+            frontend.execute(
+                f"import os; os.environ.update(RLM_MODEL='openai/root-model', RLM_SUB_MODEL='openai/sub-model', "
+                f"RLM_API_BASE='{server.url}', OPENAI_API_KEY='sk-test-not-a-key')")
+            frontend.execute("from PIL import Image as P\nred, blue = P.new('RGB', (50, 40), 'red'), "
+                             "P.new('RGB', (50, 40), 'blue')")
+            code = "r = llm_query_batched([('which colour?', [{0}]), ('and this?', [{0}, {0}])])\nprint('got', r)"
+            reply, messages = frontend.run_cell(code.format("red"), "p1")
+            assert reply["status"] == "ok", reply
+            assert len(server.images) == 3
+            recorded = frontend.ops_named("cell_metadata")[-1]
+            records, stored = recorded["rlm"]["subcalls"], recorded["rlm"]["images"]
+            assert len(stored) == 1 and records[0]["images"] == [*stored] and records[1]["images"] == [*stored] * 2
+            # pin the first call's response from its widget (a batch row's edit opens the editor)
+            [batch] = [cid for cid, s in _widget_states(messages).items() if s.get("_model_name") == "SubcallListModel"]
+            edit = frontend.kc.session.msg("comm_msg", {"comm_id": batch, "data": {
+                "method": "custom", "content": {"type": "edit", "index": 0}}})
+            frontend.kc.shell_channel.send(edit)
+            _, opened = frontend.execute("pass")
+            shown = _widget_states(opened)
+            [text] = [cid for cid, s in shown.items() if "rlm-sc-edit-text" in (s.get("_dom_classes") or [])]
+            [pin] = [cid for cid, s in shown.items() if s.get("description") == "Pin response"]
+            frontend.kc.shell_channel.send(frontend.kc.session.msg("comm_msg", {"comm_id": text, "data": {
+                "method": "update", "state": {"value": "RED (pinned)"}, "buffer_paths": []}}))
+            frontend.execute("pass")
+            _click(frontend, pin)
+            assert frontend.ops_named("cell_metadata")[-1]["rlm"]["subcalls"][0]["pinned"] is True
+            frontend.execute("%rlm replay off")
+            _, messages = frontend.run_cell(code.format("red"), "p1")
+            assert "got ['RED (pinned)', 'sub saw and this?']" in texts(messages, "stream")
+            assert len(server.calls("sub-model")) == 3  # the pin answered; replay off: the other call is fresh
+            _, messages = frontend.run_cell(code.format("blue"), "p1")
+            assert "got ['sub saw which colour?', 'sub saw and this?']" in texts(messages, "stream")
+            assert len(server.calls("sub-model")) == 5  # another image: the pin does not hold
+    finally:
+        frontend.shutdown()

@@ -69,7 +69,7 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     summary = (
         f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{status}</span>{tags} "
         f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
-        f"<span class='rlm-sc-preview'>{html.escape(_one_line(prompt))}</span>"
+        f"<span class='rlm-sc-preview'>{_images_tag(record)}{html.escape(_one_line(prompt))}</span>"
     )
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
     said = (f"edited by a person, {len(prompt):,} characters; the code's prompt has {len(record.prompt):,}"
@@ -85,6 +85,11 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     line = "white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
     return (f"<details class='rlm-sc-row' data-status='{status}'{state}><summary style='{line}'>{summary}</summary>"
             f"{body}</details>")
+
+
+def _images_tag(record: SubcallRecord) -> str:
+    count = len(record.images)
+    return f"[{count} image{'s' if count != 1 else ''}] " if count else ""
 
 
 def images_html(record: SubcallRecord) -> str:
@@ -106,7 +111,7 @@ def record_markdown(record: SubcallRecord) -> str:
     return (
         f"| {status} | `{record.model}` | {tokens_text(record.prompt_tokens + record.completion_tokens)} | "
         f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
-        f"{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
+        f"{_images_tag(record)}{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
     )
 
 
