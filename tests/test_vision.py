@@ -22,6 +22,7 @@ from rlm_kernel import RLM
 from rlm_kernel.engine import images as images_mod
 from rlm_kernel.engine.caching import with_breakpoints
 from rlm_kernel.engine.compaction import count_tokens, upper_bound
+from rlm_kernel.engine.history import rebuild
 from rlm_kernel.engine.replay import ReplayCursor
 from rlm_kernel.engine.subcalls import SubcallRecord, prompt_hash
 from rlm_kernel.testing.server import Script, ScriptedServer, prompt_text
@@ -75,6 +76,10 @@ def test_an_image_a_cell_displays_reaches_the_root_model_downscaled(tmp_path):
     nb = nbformat.read(out, as_version=4)
     shown = [o for o in cells_by_role(nb, "code")[0].outputs if "image/png" in o.get("data", {})]
     assert len(shown) == 1 and PIL.open(io.BytesIO(base64.b64decode(shown[0].data["image/png"]))).size == (2048, 1024)
+    # a history rebuilt from the notebook (--resume, continue from here) names the image, as text
+    rebuilt = rebuild(nb.cells, len(nb.cells) - 1, "some context").messages
+    assert all(isinstance(m["content"], str) for m in rebuilt)
+    assert "Cell [1] displayed 1 image (not sent again in a history rebuilt from the notebook)." in rebuilt[-3]["content"]
 
 
 def test_at_most_max_images_per_step_and_the_rest_counted():
