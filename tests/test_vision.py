@@ -355,3 +355,28 @@ def test_a_person_cells_images_are_recorded_once_and_a_pin_holds_for_the_same_im
             assert len(server.calls("sub-model")) == 5  # another image: the pin does not hold
     finally:
         frontend.shutdown()
+
+
+def test_a_resumed_run_shows_a_vision_root_model_the_earlier_images_again(tmp_path):
+    (tmp_path / "ctx.txt").write_text("sales figures", encoding="utf-8")
+    with ScriptedServer(Script(root=[repl(SHOW_BIG), "FINAL(red)", "FINAL(again)", "FINAL(blind)"]),
+                        max_images=1) as srv:
+        rlm = RLM(model=ROOT, sub_model=SUB, api_base=srv.url, retry_base_delay=0.01, vision="on")
+        rlm.completion("sales figures", "What is plotted?", output=tmp_path / "a.ipynb")
+        nb = nbformat.read(tmp_path / "a.ipynb", as_version=4)
+        step1 = max(i for i, c in enumerate(nb.cells) if c.metadata.get("rlm", {}).get("step") == 1)
+        given = [str(tmp_path / "ctx.txt")]
+        again = rlm.resume(tmp_path / "a.ipynb", from_cell=step1, output=tmp_path / "b.ipynb", context=given)
+        assert again.reason == "final" and again.answer == "again", again
+        resumed = srv.calls("root-model")[2]["messages"]
+        [feedback] = [m for m in resumed if isinstance(m["content"], list)]
+        assert "Cell [1] displayed 1 image: image 1 below." in feedback["content"][0]["text"]
+        assert feedback["content"][-1]["type"] == "image_url"
+        assert [(i.width, i.height) for i in srv.images][-1] == (1024, 512)
+        # a root model that takes no images is told of them in a line
+        blind = RLM(model=ROOT, sub_model=SUB, api_base=srv.url, retry_base_delay=0.01, vision="off")
+        blind.resume(tmp_path / "a.ipynb", from_cell=step1, output=tmp_path / "c.ipynb", context=given)
+        text = [m["content"] for m in srv.calls("root-model")[3]["messages"]]
+        assert all(isinstance(t, str) for t in text)
+        assert any("Cell [1] displayed 1 image (not sent again in a history rebuilt from the notebook)." in t
+                   for t in text)

@@ -19,7 +19,7 @@ from .guard import run_guarded
 from .namespace import Final
 from .protocol import cell_feedback
 from .subcalls import images_metadata
-from .vision import StepImages
+from .vision import StepImages, cell_label
 
 Content = str | list[dict[str, Any]]  # a user message's content
 
@@ -48,7 +48,7 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
     entries = run.entries
     feedback: list[str] = []
     notes: list[str] = []
-    images = StepImages(run)
+    images = StepImages(run.tree.options, run.endpoint.model)
     ran = 0
     unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
     entries.given = None
@@ -89,7 +89,7 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
         ran += 1
         result = await run_cell(run, cell)
         feedback.append(cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars))
-        shown = images.add(_label(result.execution_count), result.outputs)
+        shown = images.add(cell_label(result.execution_count), result.outputs)
         if shown:
             feedback.append(shown)
         if result.status != "ok":
@@ -126,10 +126,6 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
     if final is None and 0 < left <= 2:
         notes.append(f"(You have {plural(left, 'step')} left; answer soon.)")
     return images.content("\n\n".join([*feedback, *reply.notes, *notes])), final
-
-
-def _label(execution_count: int | None) -> str:
-    return f"Cell [{execution_count}]" if execution_count is not None else "A cell"
 
 
 class _Cells:

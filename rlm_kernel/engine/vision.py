@@ -13,14 +13,11 @@ one line per cell saying so instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._words import plural
 from .images import Image, ImageError, from_output, output_image
 from .litellm_setup import load_litellm
-
-if TYPE_CHECKING:
-    from .run import Run
 
 _SUPPORTS: dict[str, bool] = {}
 
@@ -47,12 +44,12 @@ def takes_images(setting: str, model: str) -> tuple[bool, str]:
 
 
 class StepImages:
-    """The images of one step's cells, as the next user message carries them."""
+    """The images of one step's cells, as the next user message carries them
+    (``options``: the run's; ``model``: its root model)."""
 
-    def __init__(self, run: Run) -> None:
-        options = run.tree.options
+    def __init__(self, options: Any, model: str) -> None:
         self.limit = int(options.max_images_per_step)
-        self.on, self.why_not = takes_images(options.vision, run.endpoint.model)
+        self.on, self.why_not = takes_images(options.vision, model)
         self.images: list[tuple[str, Image]] = []  # (the cell's label, the image)
         self.left_out = 0
 
@@ -104,13 +101,16 @@ class StepImages:
         return parts
 
 
+def cell_label(execution_count: int | None) -> str:
+    return f"Cell [{execution_count}]" if execution_count is not None else "A cell"
+
+
 def rebuilt_note(execution_count: int | None, outputs: list[dict[str, Any]]) -> str | None:
     """What a history rebuilt from a notebook says of a cell's images (it does not send them again)."""
     count = sum(output_image(o) is not None for o in outputs)
     if not count:
         return None
-    label = f"Cell [{execution_count}]" if execution_count is not None else "The cell"
-    return f"{label} displayed {plural(count, 'image')} (not sent again in a history rebuilt from the notebook)."
+    return f"{cell_label(execution_count)} displayed {plural(count, 'image')} (not sent again in a history rebuilt from the notebook)."
 
 
-__all__ = ["StepImages", "rebuilt_note", "supports_vision", "takes_images"]
+__all__ = ["StepImages", "cell_label", "rebuilt_note", "supports_vision", "takes_images"]
