@@ -380,3 +380,23 @@ def test_a_resumed_run_shows_a_vision_root_model_the_earlier_images_again(tmp_pa
         assert all(isinstance(t, str) for t in text)
         assert any("Cell [1] displayed 1 image (not sent again in a history rebuilt from the notebook)." in t
                    for t in text)
+
+
+def test_a_long_history_sheds_its_oldest_images():
+    from rlm_kernel.engine.vision import MAX_HISTORY_IMAGES, shed_old_images
+
+    part = images_mod.from_bytes(png(4, 4)).part()
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "first"}]
+    for step in range(MAX_HISTORY_IMAGES // 2):
+        messages += [{"role": "assistant", "content": f"step {step}"},
+                     {"role": "user", "content": [{"type": "text", "text": f"feedback {step}"}, part, part]}]
+    assert shed_old_images(messages) == 0  # 32: all kept
+    messages += [{"role": "assistant", "content": "one more"},
+                 {"role": "user", "content": [{"type": "text", "text": "feedback"}, part]}]
+    before = [dict(m) for m in messages]
+    assert shed_old_images(messages) == 17  # 33: the newest 16 kept
+    kinds = [p["type"] for m in messages if isinstance(m["content"], list) for p in m["content"][1:]]
+    assert kinds == ["text"] * 17 + ["image_url"] * 16
+    assert "no longer sent" in messages[3]["content"][1]["text"]
+    assert before[3]["content"][1]["type"] == "image_url"  # a new list: a message kept elsewhere is not changed
+    assert shed_old_images(messages) == 0  # then nothing until the history holds 33 again

@@ -45,6 +45,7 @@ from .litellm_setup import load_litellm
 from .model_client import Completion, ModelCallError, ModelEndpoint
 from .step import Stop
 from .trajectory import new_cell_id
+from .vision import shed_old_images
 
 if TYPE_CHECKING:
     from .run import Run
@@ -196,9 +197,10 @@ class Compactor:
     async def call(self, messages: list[dict[str, Any]],
                    root_call: Callable[[list[dict[str, Any]]], Awaitable[Completion]]) -> Completion:
         """The root call for ``messages`` (compacted in place first when they
-        reach the limit; compacted and sent once more when the provider
-        refuses them as too long)."""
+        reach the limit, the oldest of many images shed; compacted and sent
+        once more when the provider refuses them as too long)."""
         limit = self.limit()
+        shed_old_images(messages)
         if limit.tokens is not None and upper_bound(messages) > limit.tokens:
             before = await count_tokens(self.model, messages)
             if before > limit.tokens:

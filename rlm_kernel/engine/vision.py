@@ -101,6 +101,27 @@ class StepImages:
         return parts
 
 
+MAX_HISTORY_IMAGES = 32  # image parts a root call carries at most (Anthropic takes 100 a request)
+KEEP_HISTORY_IMAGES = 16  # the newest kept when the history reaches that (a trim now and then, not every step)
+SHED = "[an image from an earlier step, no longer sent to keep the request small; its cell's output keeps it]"
+
+
+def shed_old_images(messages: list[dict[str, Any]]) -> int:
+    """Once the history holds more than ``MAX_HISTORY_IMAGES`` image parts,
+    replace all but the newest ``KEEP_HISTORY_IMAGES`` by a line saying so
+    (in place); how many were replaced."""
+    places = [(m, i) for m in messages if isinstance(m.get("content"), list)
+              for i, part in enumerate(m["content"]) if isinstance(part, dict) and part.get("type") == "image_url"]
+    if len(places) <= MAX_HISTORY_IMAGES:
+        return 0
+    old = places[:len(places) - KEEP_HISTORY_IMAGES]
+    for message, index in old:
+        content = list(message["content"])
+        content[index] = {"type": "text", "text": SHED}
+        message["content"] = content
+    return len(old)
+
+
 def cell_label(execution_count: int | None) -> str:
     return f"Cell [{execution_count}]" if execution_count is not None else "A cell"
 
@@ -113,4 +134,4 @@ def rebuilt_note(execution_count: int | None, outputs: list[dict[str, Any]]) -> 
     return f"{cell_label(execution_count)} displayed {plural(count, 'image')} (not sent again in a history rebuilt from the notebook)."
 
 
-__all__ = ["StepImages", "cell_label", "rebuilt_note", "supports_vision", "takes_images"]
+__all__ = ["MAX_HISTORY_IMAGES", "StepImages", "cell_label", "shed_old_images", "rebuilt_note", "supports_vision", "takes_images"]
