@@ -72,6 +72,10 @@ def test_an_image_a_cell_displays_reaches_the_root_model_downscaled(tmp_path):
     assert "Cell [1] displayed 1 image: image 1 below." in parts[0]["text"]
     assert parts[1] == {"type": "text", "text": "Image 1 (Cell [1], 1024x512):"}
     assert parts[2]["type"] == "image_url" and parts[2]["image_url"]["url"].startswith("data:image/png;base64,")
+    # the first message told it so
+    first = srv.calls("root-model")[0]["messages"][1]["content"]
+    assert "Images: what your code displays" in first and "at most 4 images a step" in first
+    assert first.index("Images: what your code displays") < first.index("What is plotted?")
     # the notebook keeps the cell's own output, at its size
     nb = nbformat.read(out, as_version=4)
     shown = [o for o in cells_by_role(nb, "code")[0].outputs if "image/png" in o.get("data", {})]
@@ -128,6 +132,7 @@ def test_a_root_model_without_vision_gets_one_line_instead(vision, why):
     assert srv.images == []
     feedback = content_of(srv.calls("root-model")[1])
     assert isinstance(feedback, str)
+    assert "Images: what your code displays" not in srv.calls("root-model")[0]["messages"][1]["content"]
     assert f"Cell [1] displayed 1 image, not shown to you: {why}." in feedback
 
 

@@ -101,6 +101,17 @@ class StepImages:
         return parts
 
 
+def briefing(options: Any, model: str) -> str:
+    """What the root model is told of images in its first message (nothing
+    when it takes none)."""
+    if not takes_images(options.vision, model)[0]:
+        return ""
+    return ("Images: what your code displays (a matplotlib figure with display(fig), IPython.display.Image) is "
+            f"shown to you after the step, at most {plural(int(options.max_images_per_step), 'image')} a step. "
+            "`llm_query(prompt, images=[...])` sends images to the sub-model too (matplotlib figures, PIL images, "
+            "PNG/JPEG bytes, file paths or data URLs); in `llm_query_batched` a prompt may be a `(text, images)` pair.")
+
+
 MAX_HISTORY_IMAGES = 32  # image parts a root call carries at most (Anthropic takes 100 a request)
 KEEP_HISTORY_IMAGES = 16  # the newest kept when the history reaches that (a trim now and then, not every step)
 SHED = "[an image from an earlier step, no longer sent to keep the request small; its cell's output keeps it]"
@@ -134,4 +145,4 @@ def rebuilt_note(execution_count: int | None, outputs: list[dict[str, Any]]) -> 
     return f"{cell_label(execution_count)} displayed {plural(count, 'image')} (not sent again in a history rebuilt from the notebook)."
 
 
-__all__ = ["MAX_HISTORY_IMAGES", "StepImages", "cell_label", "shed_old_images", "rebuilt_note", "supports_vision", "takes_images"]
+__all__ = ["MAX_HISTORY_IMAGES", "StepImages", "briefing", "cell_label", "shed_old_images", "rebuilt_note", "supports_vision", "takes_images"]
