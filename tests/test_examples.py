@@ -39,7 +39,7 @@ from _examples import (
 from _helpers import ROOT, repl
 from nbformat.v4 import new_code_cell
 
-from rlm_kernel.testing.server import ScriptedServer, prompt_text
+from rlm_kernel.testing.server import Reply, ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.kernel
 
@@ -294,11 +294,28 @@ print(summary)
 )
 
 
+# The labelling starts in the background; the root model looks at the reviews meanwhile, then collects it.
+BACKGROUND_ROOT = by_step(
+    repl('labels = llm_query_batched([f"Does this review complain about delivery (late, damaged or lost)? '
+         'Answer yes or no.\\nReview: {r}" for r in context], wait=False)\nprint(labels)',
+         "Start the labelling in the background."),
+    repl("words = [len(r.split()) for r in context]\nprint(words, labels.progress)", "Meanwhile, look at the reviews."),
+    repl("verdicts = labels.result()\nlate = [i for i, v in enumerate(verdicts, 1) if v.strip().lower().startswith('yes')]"
+         "\nprint(late)", "Collect the labels."),
+    "FINAL_VAR(late)",
+)
+
+
+def background_sub(prompt: str) -> Reply:
+    review = prompt.rsplit("Review: ", 1)[-1].lower()
+    return Reply(text="yes" if any(w in review for w in ("late", "courier", "soaked")) else "no", delay=1.0)
+
+
 # -- the tests ------------------------------------------------------------------------
 
 TESTED = {"quickstart.ipynb", "needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb",
           "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb", "tools_and_follow_ups.ipynb",
-          "plots_and_images.ipynb"}
+          "background_subcalls.ipynb", "plots_and_images.ipynb"}
 
 
 def test_every_example_is_run_by_a_test_and_listed_in_the_readme():
@@ -428,6 +445,15 @@ def test_plots_and_images(tmp_path):
     step2 = server.calls("root-model")[1]["messages"][-1]["content"]
     assert "displayed 1 image: image 1 below." in step2[0]["text"]
     assert "Jul stands out" in outputs_text(cell(nb, "read"))
+def test_background_subcalls(tmp_path):
+    nb, probe, server = run_example("background_subcalls.ipynb", scripted(BACKGROUND_ROOT, background_sub), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    assert result["answer"] == "[2, 5]"
+    assert len(server.calls("sub-model")) == 8
+    told = prompt_text(server.calls("root-model")[1])  # what the root model heard after the step that started it
+    assert "`labels` (llm_query_batched, " in told, told
+    assert "[2, 5]" in outputs_text(cell(nb, "read"))
 
 
 def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tmp_path):

@@ -16,7 +16,7 @@ from _helpers import cell_text, cells_by_role, feedback_after, repl
 
 from rlm_kernel.engine.reply_stream import plan_cells
 from rlm_kernel.engine.sink import Sink
-from rlm_kernel.testing.server import Reply
+from rlm_kernel.testing.server import Reply, Script
 
 TAIL = " and the model keeps writing about what it will do next" * 6  # ~55 tokens
 
@@ -183,6 +183,23 @@ def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(r
     assert codes[1].metadata.rlm.status == "skipped"
     feedback = feedback_after(srv, 1)
     assert "broke off after" in feedback and "ran before the break" in feedback
+
+
+def test_a_streamed_run_counts_and_prices_exactly_as_a_whole_one(server, make_rlm):
+    # gpt-4o-mini is in litellm's local cost map; the scripted server plays it. The streamed reply is put back
+    # together from its text and last chunk's usage: the ledger must not tell the difference.
+    script = [Reply(text=repl("print(6 * 7)"), reasoning="Think first."), "FINAL(42)"]
+    usages = []
+    for no_stream in (False, True):
+        srv = server(Script(root=list(script), root_models=("gpt-4o-mini",)))
+        result = make_rlm(srv, model="openai/gpt-4o-mini", sub_model="openai/gpt-4o-mini",
+                          no_stream=no_stream).completion("some context text", "What is in it?")
+        assert result.answer == "42"
+        usages.append(result.usage["openai/gpt-4o-mini"])
+    streamed, whole = usages
+    assert streamed["cost_usd"] and streamed["cost_usd"] == pytest.approx(whole["cost_usd"], rel=1e-9)
+    assert (streamed["prompt_tokens"], streamed["completion_tokens"]) == (whole["prompt_tokens"],
+                                                                          whole["completion_tokens"])
 
 
 def test_a_stream_of_usage_alone_is_an_empty_reply_and_the_run_goes_on(run_rlm):

@@ -452,6 +452,54 @@ def test_continue_from_here_rebuilds_history_with_the_persons_edits(frontend):
         assert answer_cells[-1]["metadata"]["rlm"]["run_id"] == first_code["metadata"]["rlm"]["run_id"]
 
 
+def test_continuing_a_follow_up_keeps_it_one(frontend):
+    """``%rlm continue`` in a follow-up run: its rebuilt history tells the
+    model of the earlier run again, and the new steps still follow it."""
+    script = Router({"root-model": [
+        repl("found = 'A-17'"), "FINAL_VAR(found)",  # the first run
+        repl("y = 2\nprint('y is', y)"), "FINAL(follow-up answer)",  # its follow-up
+        "FINAL(continued answer)",  # the follow-up, continued
+    ]}, sub=_sub_answers)
+    with ScriptedServer(script) as server:
+        _connect(frontend, server, "orders")
+        first = {"id": "q1", "cell_type": "code", "source": "%%rlm\nWhich order is late?", "metadata": {}, "outputs": []}
+        assert frontend.run_cell(first["source"], "q1")[0]["status"] == "ok"
+        cells = _cells_as_the_frontend_has_them(frontend, [first], "q1")
+        first_run = cells[-1]["metadata"]["rlm"]["run_id"]
+        second = {"id": "q2", "cell_type": "code", "source": "%%rlm\nAnd its neighbour?", "metadata": {}, "outputs": []}
+        frontend.ops.clear()
+        box = {"cells": [*cells, second]}
+
+        def answer(op: dict[str, Any]) -> None:
+            if op.get("op") == "get_cells":
+                frontend.send_op("cells", request_id=op["request_id"], cells=box["cells"])
+
+        assert frontend.run_cell(second["source"], "q2", on_op=answer)[0]["status"] == "ok"
+        cells = _cells_as_the_frontend_has_them(frontend, box["cells"], "q2")
+        [started] = frontend.ops_named("run_started")
+        assert started["follows"] == first_run
+        query = next(c for c in cells if c["id"] == "q2")
+        query["metadata"]["rlm"] = {"follows": started["follows"]}  # as the page marks a follow-up's %%rlm cell
+        assert "This is a follow-up question." in _first_user(server.calls("root-model")[2])
+        code = next(c for c in cells if c["metadata"].get("rlm", {}).get("role") == "code"
+                    and c["metadata"]["rlm"].get("follows") == first_run)
+        cont = {"id": "cont", "cell_type": "code", "source": "%rlm continue", "metadata": {}, "outputs": []}
+        cells.insert(cells.index(code) + 1, cont)
+        box["cells"] = cells
+        frontend.ops.clear()
+        reply, messages = frontend.run_cell("%rlm continue", "cont", on_op=answer)
+        assert reply["status"] == "ok", (reply, texts(messages, "stream", "error"))
+        told = _first_user(server.calls("root-model")[-1])
+        assert "This is a follow-up question." in told and "Query: Which order is late?" in told
+        new = [o["cell"] for o in frontend.ops_named("insert_cell")]
+        assert new and all(c["metadata"]["rlm"].get("follows") == first_run for c in new)
+        assert "continued answer" in new[-1]["source"]
+
+
+def _first_user(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
 def _answer_stdin(kernel: Frontend, answers: list[str], asked: list[str], stop: Any) -> None:
     while not stop.is_set() and answers:
         try:

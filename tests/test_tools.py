@@ -64,6 +64,17 @@ def test_a_tool_is_described_in_the_first_request_and_the_code_calls_it(tmp_path
     assert nb.metadata["rlm"]["runs"][-1]["tools"] == ["lookup_order"]
 
 
+def test_a_child_run_is_told_of_the_tools_and_calls_them(server, make_rlm):
+    srv = server(Router({
+        "root-model": [repl("r = rlm_query('check order A-17', model='openai/child-model')\nprint(r)"), "FINAL_VAR(r)"],
+        "child-model": [repl("FINAL(lookup_order('A-17')['status'])")],
+    }))
+    result = make_rlm(srv, tools=[lookup_order], max_depth=1).completion("tickets", "Which orders are late?")
+    assert (result.reason, result.answer) == ("final", "late"), result
+    child_first = first_user(srv.calls("child-model")[0])
+    assert "Tools the user gave you" in child_first and "`lookup_order(order_id: str" in child_first
+
+
 def test_tools_are_left_out_of_show_vars(server, make_rlm):
     srv = server(root=[repl("mine = 1\nSHOW_VARS()"), "FINAL(done)"])
     make_rlm(srv, tools=[lookup_order]).completion("x", "q")

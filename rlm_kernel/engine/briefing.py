@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
 async def brief(run: Run, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` with the notes in their first user message; a tool that
-    cannot be found stops the run (before its first root call)."""
+    cannot be found stops the run (before its first root call). A child run
+    (``rlm_query``) is told of the tools alone."""
+    if run.depth > 0:
+        return prompts.with_notes(messages, [run.tools.describe()])
 
     def notes() -> list[str]:  # on the code thread: it reads the namespace
         namespace = run.executor.namespace

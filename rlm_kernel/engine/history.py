@@ -18,6 +18,7 @@ from . import prompts
 from .capture import outputs_view
 from .cells import AGENT_ROLES, is_agent_cell, is_query_cell, reply_text, rlm_meta, source
 from .compaction import cell_summary, compacted
+from .follow_up import FollowUp, recorded_follow_up
 from .options import parse_query_cell
 from .protocol import cell_feedback
 from .trajectory import not_run
@@ -34,6 +35,7 @@ class Rebuilt:
     query_index: int
     interventions: int = 0
     sources: list[str] | None = None
+    follow_up: FollowUp | None = None  # a follow-up's earlier runs (its first message is briefed again)
 
 
 def find_query_cell(cells: list[Any], upto: int) -> int | None:
@@ -144,7 +146,8 @@ def rebuild(
     if messages[-1]["role"] == "assistant":
         messages.append({"role": "user", "content": "Continue."})
     return Rebuilt(run_id=run_id, query=query, options=options, messages=messages, next_step=step + 1,
-                   query_index=query_index, interventions=interventions, sources=sources)
+                   query_index=query_index, interventions=interventions, sources=sources,
+                   follow_up=recorded_follow_up(cells, query_index))
 
 
 def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: list[str],

@@ -190,10 +190,23 @@ def from_output(output: dict[str, Any]) -> Image | None:
     return from_bytes(raw, mime)
 
 
+def images_metadata(records: list[Any]) -> dict[str, str]:
+    """The images of a cell's sub-calls for its ``metadata.rlm.images``: each once, by hash."""
+    return {image.hash: image.data_url() for record in records for image in record.images}
+
+
+def write_records(meta: dict[str, Any], records: list[Any]) -> None:
+    """A cell's sub-call records into its ``metadata.rlm``, with their images once each."""
+    meta["subcalls"] = [r.as_metadata() for r in records]
+    images = images_metadata(records)
+    if images:
+        meta["images"] = images
+
+
 def hashes_key(images: list[Image]) -> str:
     """What a sub-call's images add to its prompt hash (empty: no images)."""
     return "".join(f"\x00image:{image.hash}" for image in images)
 
 
 __all__ = ["MAX_SIDE", "MIMES", "NO_PILLOW", "Image", "ImageError", "from_bytes", "from_data_url", "from_output",
-           "hashes_key", "load", "load_all", "output_image"]
+           "hashes_key", "images_metadata", "load", "load_all", "output_image", "write_records"]

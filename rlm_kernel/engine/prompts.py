@@ -38,6 +38,14 @@ of yourself with its own session, where `context` is the prompt (or the \
 `context` you pass). Use it for sub-tasks that themselves need code.
 - `SHOW_VARS()`: list the variables you have made.
 
+Each of the four query helpers also takes `wait=False`: it then returns at once \
+with a handle `h` while the calls go on in the background: `h.done()`, \
+`h.progress` (done, total), `h.result(timeout=None)` (the answer, or the list of \
+answers in order), `h.cancel()`. Use it for a slow batch: start it, keep \
+exploring in the next blocks and steps, and collect it with `h.result()` when \
+you need it. After each step you are told which background jobs are still \
+running; jobs still running when you answer are cancelled.
+
 A good plan: look at the structure of `context` (type, length, separators), \
 split it into chunks, use llm_query_batched on the chunks, keep the results in \
 variables, combine them with code or one more sub-call, check the result, and \

@@ -108,7 +108,7 @@ class Run:
         self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
         self.compactor = Compactor(self)  # keeps the history inside the root model's window
         self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
-        self._cell_subcalls: list[SubcallRecord] | None = None
+        self.cell_subcalls: list[SubcallRecord] | None = None
         self._last_status = 0.0
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -131,7 +131,7 @@ class Run:
     def open_cell(self, cell_id: str | None, source: str | None = None) -> list[SubcallRecord]:
         """Start collecting the sub-calls of a cell (replaying its recorded ones)."""
         records: list[SubcallRecord] = []
-        self._cell_subcalls = records
+        self.cell_subcalls = records
         book = self.replay
         if book is not None and cell_id is None and source is not None:
             cell_id = book.cell_for_source(source)
@@ -140,14 +140,14 @@ class Run:
         return records
 
     def close_cell(self) -> None:
-        self._cell_subcalls = None
+        self.cell_subcalls = None
         self.replay_cursor = None
         self.current_cell_id = None
 
     def record_subcall(self, record: SubcallRecord) -> None:
         self.subcalls_made += 1
-        if self._cell_subcalls is not None:
-            self._cell_subcalls.append(record)
+        if self.cell_subcalls is not None:
+            self.cell_subcalls.append(record)
         self.sink.subcall(self, record)
 
     def subcall_changed(self, record: SubcallRecord) -> None:
@@ -164,7 +164,7 @@ class Run:
         return Run(
             self.tree, query=query, context=context, executor=PlainExecutor(),
             code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), depth=self.depth + 1,
-            endpoint=self.sub_endpoint(model), sink=sink,
+            endpoint=self.sub_endpoint(model), sink=sink, tools=self.tools,  # a child may call the person's tools too
         )
 
     def child_record(self, result: RunResult) -> dict[str, Any]:
@@ -227,8 +227,7 @@ class Run:
                 await self._run_prelude()
             if callable(self.history):
                 messages = [dict(m) for m in self.history(self.context)]
-            if self.depth == 0:
-                messages = await brief(self, messages)
+            messages = await brief(self, messages)
             await self.code_thread.run(self.entries.restore)
             if self.first_step > options.max_iterations:
                 raise Stop("max_iterations", f"The run already used its {plural(options.max_iterations, 'step')}; "
@@ -256,9 +255,8 @@ class Run:
         except (asyncio.CancelledError, KeyboardInterrupt):
             reason, error = "interrupted", "The run was interrupted."
         finally:
-            if self.depth:
-                # A cancelled child (its parent was interrupted or timed out) may
-                # still be running code: close() interrupts it.
+            await self.helpers.jobs.stop_all()  # background sub-calls still running: cancelled, reported
+            if self.depth:  # a cancelled child (its parent stopped) may still run code: close() interrupts it
                 self.code_thread.close()
         return self._end(reason, error, answer, answer_var)
 

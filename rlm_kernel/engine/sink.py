@@ -23,7 +23,8 @@ class Sink:
 
     Called from the engine loop, except ``cell_started`` / ``cell_finished``
     / ``subcall`` / ``subcalls_started`` / ``subcalls_finished``, which may
-    also come from the thread running the code.
+    also come from the thread running the code (``subcalls_finished`` of a
+    background job is posted to it).
     """
 
     def run_started(self, run: Run) -> None:
@@ -56,6 +57,10 @@ class Sink:
 
     def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
         """On the code thread, once they are all done or failed."""
+
+    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+        """Background sub-calls of a cell that had already finished are over:
+        its ``metadata.rlm.subcalls`` now hold their final records."""
 
     def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
         """Where the child run started for ``record`` reports (None: nowhere)."""
@@ -96,6 +101,7 @@ class MultiSink(Sink):
     subcall = _to_each("subcall")
     subcalls_started = _to_each("subcalls_started")
     subcalls_finished = _to_each("subcalls_finished")
+    subcalls_settled = _to_each("subcalls_settled")
     status = _to_each("status")
     note = _to_each("note")
     run_ended = _to_each("run_ended")

@@ -14,11 +14,12 @@ from nbformat import NotebookNode, from_dict
 from .._words import plural
 from ..errors import BudgetExceeded
 from . import trajectory
+from .background import Job
 from .execution import CellResult
 from .guard import run_guarded
+from .images import write_records
 from .namespace import Final
 from .protocol import cell_feedback
-from .subcalls import images_metadata
 from .vision import StepImages, cell_label
 
 Content = str | list[dict[str, Any]]  # a user message's content
@@ -116,10 +117,19 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
             final, note = entries.resolve(marker.kind, marker.value, marker.quoted, marker.shown())
             if note:
                 notes.append(note)
+    if final is not None and isinstance(final[1], Job):  # the handle is not its answers: never answer with it
+        held = f"`{final[0]}`" if final[0] else "the value"
+        notes.append(f"The answer was not taken: {held} is the handle of a background {final[1].helper}, not its "
+                     "answer. Collect it first (`x = handle.result()`), then answer with FINAL_VAR(x).")
+        final = entries.given = None
     restored = await run.code_thread.run(entries.restore)
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
         notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
+    if final is None and run.helpers.jobs.jobs:  # background sub-calls: which still run, which finished
+        background = await run.code_thread.run(run.helpers.jobs.report)
+        if background:
+            notes.append(background)
     if final is None and not ran and not reply.markers:
         notes.append(NO_CODE)
     left = run.tree.options.max_iterations - step
@@ -239,9 +249,7 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
     meta["status"] = result.status
     meta["duration_s"] = round(result.duration_s, 4)
     if subcalls:
-        meta["subcalls"] = [s.as_metadata() for s in subcalls]
-        if any(s.images for s in subcalls):
-            meta["images"] = images_metadata(subcalls)
+        write_records(meta, subcalls)
     run.sink.cell_finished(run, cell)
     run.report_status(force=True)
     return result

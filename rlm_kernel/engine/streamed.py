@@ -1,7 +1,10 @@
 """A streamed reply read chunk by chunk: each delta goes to the
 :class:`~.model_client.StreamListener` as it comes, and the chunks are put
-back together into one response (litellm's ``stream_chunk_builder``), usage
-and hidden parameters included, as if the reply had come whole."""
+back together into one response, usage and hidden parameters included, as if
+the reply had come whole: from the text, reasoning and usage already read
+(litellm puts the usage on the stream's last chunk, counting it itself when
+the provider sent none), or, when a chunk carried more than those (thinking
+blocks, tool calls), by litellm's ``stream_chunk_builder``."""
 
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ class Streamed:
         self.started = False  # any content or reasoning came
         self.usage_seen = False  # the provider sent its usage
         self.finished = False  # the provider sent its finish reason
+        self.finish_reason: str | None = None
+        self.usage: Any = None  # the last chunk's usage
+        self.rich = False  # a chunk carried more than text and reasoning: litellm's builder puts it together
 
     @property
     def text(self) -> str:
@@ -57,26 +63,53 @@ class Streamed:
             # litellm reads a body that is no event stream at all (cut JSON, an
             # error page) as an empty reply: none came, so the call is retried.
             raise MalformedReply("the provider's stream carried no reply")
-        response = litellm.stream_chunk_builder(chunks, messages=messages)
+        response = (litellm.stream_chunk_builder(chunks, messages=messages) if self.rich
+                    else self._assemble(litellm, chunks))
         if response is None:
             raise MalformedReply("the provider's stream ended before any chunk")
         hidden = dict(getattr(stream, "_hidden_params", None) or {})
+        if not self.rich:
+            hidden.pop("response_cost", None)  # the stream's is a chunk's: the whole reply is priced from its usage
         hidden.update({k: v for k, v in (getattr(response, "_hidden_params", None) or {}).items() if v is not None})
         response._hidden_params = hidden
+        return response
+
+    def _assemble(self, litellm: Any, chunks: list[Any]) -> Any:
+        """The whole response from what was read: the reply's text and
+        reasoning, the finish reason and the usage."""
+        if not chunks:
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        first = chunks[0]
+        response = litellm.ModelResponse(
+            id=getattr(first, "id", None), created=getattr(first, "created", None),
+            model=getattr(first, "model", None),
+            choices=[{"index": 0, "message": message, "finish_reason": self.finish_reason or "stop"}])
+        if self.usage is not None:
+            response.usage = self.usage
         return response
 
     async def _read(self, stream: Any, chunks: list[Any], begun: float) -> None:
         async for chunk in stream:
             chunks.append(chunk)
-            if getattr(chunk, "usage", None) is not None:
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
                 self.usage_seen = True
+                self.usage = usage
             choices = getattr(chunk, "choices", None)
             if not choices:
                 continue
-            if getattr(choices[0], "finish_reason", None) and self.listener is not None and not self.finished:
-                self.finished = True
-                self.listener.finished()
+            finish = getattr(choices[0], "finish_reason", None)
+            if finish:
+                self.finish_reason = finish
+                if self.listener is not None and not self.finished:
+                    self.finished = True
+                    self.listener.finished()
             delta = getattr(choices[0], "delta", None)
+            if not self.rich and _rich(delta):
+                self.rich = True
             content = getattr(delta, "content", None) or ""
             reasoning = getattr(delta, "reasoning_content", None) or ""
             if not (content or reasoning):
@@ -88,6 +121,12 @@ class Streamed:
             self.thoughts.append(reasoning)
             if self.listener is not None:
                 self.listener.delta(content, reasoning)
+
+
+def _rich(delta: Any) -> bool:
+    """Whether a delta carries more than text and reasoning."""
+    return bool(getattr(delta, "thinking_blocks", None) or getattr(delta, "tool_calls", None)
+                or getattr(delta, "function_call", None) or getattr(delta, "audio", None))
 
 
 __all__ = ["Streamed"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
+from .background import Jobs
 from .engine_loop import submit
 from .images import Image, hashes_key, load_all
 from .model_client import ModelCallError
@@ -123,11 +124,6 @@ def message_content(prompt: str, images: list[Image]) -> str | list[dict[str, An
     return [{"type": "text", "text": prompt}, *(image.part() for image in images)] if images else prompt
 
 
-def images_metadata(records: list[SubcallRecord]) -> dict[str, str]:
-    """The images of a cell's sub-calls for its ``metadata.rlm.images``: each once, by hash."""
-    return {image.hash: image.data_url() for record in records for image in record.images}
-
-
 _batch_ids = itertools.count(1)
 
 
@@ -137,66 +133,87 @@ class SubcallHelpers:
     def __init__(self, run: Run) -> None:
         self.run = run
         self._ids = itertools.count(1)
+        self.jobs = Jobs(run)  # the calls started with wait=False
 
     # -- plain sub-calls ---------------------------------------------------------
-    def llm_query(self, prompt: str, model: str | None = None, images: Any = None) -> str:
+    def llm_query(self, prompt: str, model: str | None = None, wait: bool = True, images: Any = None) -> Any:
         """Ask the sub-model about ``prompt`` (and ``images``: matplotlib figures,
-        PIL images, PNG/JPEG bytes, file paths or data URLs); returns its reply as a str."""
+        PIL images, PNG/JPEG bytes, file paths or data URLs); returns its reply as a str
+        (with ``wait=False``, at once a background Job whose .result() is that str)."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        _check_wait(wait)
         prompt = _as_prompt(prompt)
         record = self._new_records("llm", [(prompt, load_all(images))], model)[0]
-        self._wait([record], self._call(record))
-        if record.status == "error":
-            raise SubcallError(f"Sub-call to {record.model} failed: {record.error}.")
-        return record.response or ""
+        return self._finish("llm_query", [record], self._call(record), wait, lambda: self._answer(record))
 
-    def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
+    def llm_query_batched(self, prompts: list[str], model: str | None = None, wait: bool = True) -> Any:
         """llm_query over many prompts at once; answers in order. A prompt may
         be a ``(text, images)`` pair. A failed prompt gives a SubcallFailure in
         its slot and fails nothing else."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        _check_wait(wait)
         prompts = [_with_images(p) for p in _as_list(prompts)]
-        if not prompts:
-            return []
-        records = self._new_records("llm", prompts, model, batch=f"b{next(_batch_ids)}")
+        records = self._new_records("llm", prompts, model, batch=f"b{next(_batch_ids)}") if prompts else []
 
         async def all_calls() -> None:
             await asyncio.gather(*(self._call(r) for r in records if not r.replayed))
 
-        self._wait(records, all_calls())
-        self._raise_if_budget_ended(records)
-        return [(r.response or "") if r.status == "done" else SubcallFailure(r.error or "failed") for r in records]
+        return self._finish("llm_query_batched", records, all_calls(), wait, lambda: self._answers(records))
 
     # -- recursive sub-calls -------------------------------------------------------
-    def rlm_query(self, prompt: str, model: str | None = None, context: Any = None) -> str:
+    def rlm_query(self, prompt: str, model: str | None = None, context: Any = None, wait: bool = True) -> Any:
         """Hand ``prompt`` to a child RLM with a namespace of its own; its
         ``context`` is the prompt (or the ``context`` you pass)."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        _check_wait(wait)
         self._check_depth()
         prompt = _as_prompt(prompt)
         record = self._new_records("rlm", [prompt], model)[0]
-        self._wait([record], self._child(record, context))
-        if record.status == "error":
-            raise SubcallError(f"Child run failed: {record.error}.")
-        return record.response or ""
+        return self._finish("rlm_query", [record], self._child(record, context), wait, lambda: self._answer(record))
 
-    def rlm_query_batched(self, prompts: list[str], model: str | None = None) -> list[str]:
+    def rlm_query_batched(self, prompts: list[str], model: str | None = None, wait: bool = True) -> Any:
         """rlm_query over many prompts concurrently; answers in order."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        _check_wait(wait)
         self._check_depth()
         prompts = [_as_prompt(p) for p in _as_list(prompts)]
-        if not prompts:
-            return []
-        records = self._new_records("rlm", prompts, model, batch=f"b{next(_batch_ids)}")
+        records = self._new_records("rlm", prompts, model, batch=f"b{next(_batch_ids)}") if prompts else []
 
         async def all_children() -> None:
             await asyncio.gather(*(self._child(r, None) for r in records if not r.replayed))
 
-        self._wait(records, all_children())
+        return self._finish("rlm_query_batched", records, all_children(), wait, lambda: self._answers(records))
+
+    # -- internals -------------------------------------------------------------
+    def _finish(self, helper: str, records: list[SubcallRecord], work: Any, wait: bool, collect: Any) -> Any:
+        """Wait for ``work`` and return ``collect()``, or (``wait`` False) start
+        it in the background and return its Job. In a person's own cell (and
+        when Run All replays a run's cells) a background call waits too, so
+        the cell's records are complete when it ends; its Job is then done."""
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        if not records and wait:
+            work.close()
+            return collect()
+        if wait:
+            self._wait(records, work)
+            return collect()
+        job = self.jobs.start(helper, records, work, collect)
+        if not self.run.owns_namespace:
+            job.result()
+        return job
+
+    def _answer(self, record: SubcallRecord) -> str:
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
+        if record.status == "error":
+            what = f"Sub-call to {record.model} failed" if record.kind == "llm" else "Child run failed"
+            raise SubcallError(f"{what}: {record.error}.")
+        return record.response or ""
+
+    def _answers(self, records: list[SubcallRecord]) -> list[str]:
+        __tracebackhide__ = True  # IPython shows the caller's line, not ours
         self._raise_if_budget_ended(records)
         return [(r.response or "") if r.status == "done" else SubcallFailure(r.error or "failed") for r in records]
 
-    # -- internals -------------------------------------------------------------
     def _wait(self, records: list[SubcallRecord], work: Any) -> None:
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         sink = self.run.sink
@@ -322,11 +339,15 @@ def _with_images(prompt: Any) -> tuple[str, list[Image]]:
     return _as_prompt(prompt), []
 
 
+def _check_wait(wait: Any) -> None:
+    if not isinstance(wait, bool):
+        raise TypeError(f"wait takes True (wait for the answer) or False (return a background job at once), not {wait!r}.")
+
+
 def _as_list(prompts: Any) -> list[Any]:
     if isinstance(prompts, str):
         raise TypeError("llm_query_batched takes a list of prompts, not a single str; use llm_query for one prompt.")
     return list(prompts)
 
 
-__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "images_metadata",
-           "message_content", "prompt_hash"]
+__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "message_content", "prompt_hash"]

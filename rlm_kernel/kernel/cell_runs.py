@@ -93,7 +93,8 @@ class CellRun:
         )
         start: dict[str, Any] = {}
         if continued is not None:
-            start = {"history": continued.messages, "first_step": continued.next_step}
+            start = {"history": continued.messages, "first_step": continued.next_step,
+                     "follow_up": continued.follow_up}  # a continued follow-up is one still
         elif earlier is not None:
             start["follow_up"] = earlier.follow_up(new=args.new)
         self.earlier, self.new = earlier, args.new

@@ -9,9 +9,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._words import plural
+from ..engine.images import images_metadata
 from ..engine.namespace import HELPER_NAMES
 from ..engine.replay import record_metadata
-from ..engine.subcalls import images_metadata
 
 if TYPE_CHECKING:
     from ..engine.run import Run

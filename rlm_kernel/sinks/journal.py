@@ -94,6 +94,9 @@ class JournalSink(Sink):
         if run.depth == 0:
             self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
 
+    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+        self.cell_finished(run, cell)  # a later line of the same cell wins
+
     def status(self, run: Run, status: dict[str, Any]) -> None:
         # A new step begins: the lines of the step before are final, keep them on disk.
         if run.depth == 0 and status.get("iteration", 0) > self._step:

@@ -220,6 +220,13 @@ class LiveSink(Sink):
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
                    status=status, metadata=plain(meta), **outputs)
 
+    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+        """A finished cell's background sub-calls are over: its metadata again."""
+        if run.depth:
+            return
+        self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
+                   status=cell.metadata.get("rlm", {}).get("status", "ok"), metadata=plain(cell.metadata.get("rlm", {})))
+
     def status(self, run: Run, status: dict[str, Any]) -> None:
         if run.depth:
             return

@@ -132,6 +132,9 @@ class NotebookSink(Sink):
         if run.depth == 0 and time.monotonic() - self._last >= self._gap:
             self._write(run)
 
+    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+        self.cell_finished(run, cell)
+
     def run_ended(self, run: Run, result: RunResult) -> None:
         if run.depth == 0:
             self._write(run, result)

@@ -40,6 +40,9 @@ class SessionSink(Sink):
         if records:
             self.session.book.set_cell(cell.id, records, cell.source)
 
+    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+        self.cell_finished(run, cell)  # the replay book gets the background calls' answers
+
     def cell_edited(self, run: Run, cell: NotebookNode) -> None:
         if run.depth:
             return

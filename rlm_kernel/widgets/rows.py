@@ -19,8 +19,10 @@ SHARED_PREVIEW = 40  # a shared head longer than this is left out of the preview
 
 def shown_status(record: SubcallRecord) -> str:
     """The status as a person reads it: a call the run's stop cancelled is
-    'cancelled' (its record keeps status 'error', error 'cancelled')."""
-    return "cancelled" if record.status == "error" and record.error == "cancelled" else record.status
+    'cancelled' (its record keeps status 'error', error 'cancelled', or for a
+    background call the run's end cancelled, 'cancelled: ...' saying so)."""
+    cancelled = record.status == "error" and (record.error or "").split(":")[0] == "cancelled"
+    return "cancelled" if cancelled else record.status
 
 
 def flags(record: SubcallRecord) -> list[str]:
