@@ -405,3 +405,19 @@ def test_a_long_history_sheds_its_oldest_images():
     assert "no longer sent" in messages[3]["content"][1]["text"]
     assert before[3]["content"][1]["type"] == "image_url"  # a new list: a message kept elsewhere is not changed
     assert shed_old_images(messages) == 0  # then nothing until the history holds 33 again
+
+
+def test_a_background_sub_call_takes_images_and_its_cell_keeps_them(tmp_path):
+    code = """
+from PIL import Image as _P
+job = llm_query("describe", images=[_P.new("RGB", (30, 20), "red")], wait=False)
+"""
+    with ScriptedServer(Script(root=[repl(code), repl("print(job.result())"), "FINAL(done)"],
+                               sub=lambda prompt: f"saw {prompt}")) as srv:
+        rlm = RLM(model=ROOT, sub_model=SUB, api_base=srv.url, retry_base_delay=0.01)
+        result = rlm.completion("ctx", "q", output=tmp_path / "bg.ipynb")
+        assert result.reason == "final", result
+    assert [(i.model, i.width) for i in srv.images] == [("sub-model", 30)]
+    assert "saw describe" in prompt_text(srv.calls("root-model")[2])
+    started = cells_by_role(nbformat.read(tmp_path / "bg.ipynb", as_version=4), "code")[0].metadata.rlm
+    assert started.subcalls[0]["images"] == [*started.images] and len(started.images) == 1
