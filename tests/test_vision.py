@@ -421,3 +421,25 @@ job = llm_query("describe", images=[_P.new("RGB", (30, 20), "red")], wait=False)
     assert "saw describe" in prompt_text(srv.calls("root-model")[2])
     started = cells_by_role(nbformat.read(tmp_path / "bg.ipynb", as_version=4), "code")[0].metadata.rlm
     assert started.subcalls[0]["images"] == [*started.images] and len(started.images) == 1
+
+
+@pytest.mark.kernel
+def test_in_the_kernel_plots_reach_the_root_model_whether_shown_or_left_at_the_cells_end(kernel):
+    """matplotlib's inline backend: plt.show() in a cell, and a figure left
+    open at the cell's end (drawn after the code, by the backend), both
+    reach the root model as the next step's images."""
+    from _kernel import texts
+
+    shown = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
+    left_open = "plt.bar(['a', 'b'], [2, 5])"
+    kernel.execute("context = 'numbers to plot'")
+    with ScriptedServer(Script(root=[repl(shown), repl(left_open), "FINAL(seen)"])) as srv:
+        reply, messages = kernel.execute(f"%%rlm --vision on --model {ROOT} --api-base {srv.url}\nPlot it.",
+                                         timeout=60)
+        assert reply["status"] == "ok", texts(messages, "stream", "error")
+        calls = srv.calls("root-model")
+    step1, step2 = calls[1]["messages"][-1]["content"], calls[2]["messages"][-1]["content"]
+    assert isinstance(step1, list) and "displayed 1 image: image 1 below." in step1[0]["text"], step1
+    assert isinstance(step2, list) and "displayed 1 image: image 1 below." in step2[0]["text"], step2
+    assert [part["type"] for part in step2].count("image_url") == 1
+    assert kernel.value("rlm_result.answer") == "'seen'"
