@@ -1,13 +1,22 @@
 """Vision in real JupyterLab: an agent cell draws a chart (its output shows
 it, and the root model's next request carries it), sends it to a sub-call
 (the sub-call widget shows its thumbnail) and to a batch of two (a row, once
-clicked, shows its thumbnail in the detail pane)."""
+clicked, shows its thumbnail in the detail pane); the saved notebook keeps
+the chart once for the cell's three calls."""
 
 from __future__ import annotations
 
 import pytest
 from _helpers import repl
-from labdriver import CELLS, open_run_notebook, rlm_magic, screenshot, start_cell, wait_cell_idle
+from labdriver import (
+    CELLS,
+    open_run_notebook,
+    rlm_magic,
+    save_notebook,
+    screenshot,
+    start_cell,
+    wait_cell_idle,
+)
 from playwright.sync_api import Page, expect
 
 from rlm_kernel.testing.server import Script, ScriptedServer
@@ -30,7 +39,7 @@ print(peak, both)
 def test_a_sub_call_with_an_image_shows_its_thumbnail(page: Page, lab_server, request) -> None:
     script = Script(root=[CHART, "FINAL(Mar)"], sub=lambda prompt: "Mar" if "highest" in prompt else "a bar chart")
     with ScriptedServer(script, max_images=4) as server:
-        open_run_notebook(page, lab_server, "vision.ipynb", "context = 'sales'",
+        path = open_run_notebook(page, lab_server, "vision.ipynb", "context = 'sales'",
                           f"{rlm_magic(server.url, '--vision on')}\nWhich month stands out?")
         start_cell(page, "ask")
         wait_cell_idle(page, "ask", timeout=120_000)
@@ -59,3 +68,10 @@ def test_a_sub_call_with_an_image_shows_its_thumbnail(page: Page, lab_server, re
     assert detail.locator("img.rlm-sc-thumb").evaluate("img => img.naturalWidth") > 0
     code.scroll_into_view_if_needed()
     screenshot(page, request, "-thumbnails")
+
+    # saved: the agent cell keeps the chart once for its three calls, which name it by hash
+    save_notebook(page)
+    [meta] = [c["metadata"]["rlm"] for c in lab_server.read_notebook(path)["cells"]
+              if c["metadata"].get("rlm", {}).get("subcalls")]
+    assert len(meta["images"]) == 1 and meta["images"][next(iter(meta["images"]))].startswith("data:image/png")
+    assert [r["images"] for r in meta["subcalls"]] == [[*meta["images"]]] * 3
