@@ -112,7 +112,7 @@ class RLM:
             output, sink, query=resumed.query, context=loaded.value if loaded else None,
             sources=loaded.sources if loaded else None, run_id=resumed.run_id or None, lead_cells=resumed.cells,
             replay=ReplayBook.from_cells(resumed.cells, enabled=replay),
-            history=history_for(resumed, self.options.max_output_chars), first_step=next_step(resumed),
+            history=history_for(resumed, self.options.max_output_chars, self.options), first_step=next_step(resumed),
             prelude=resumed.prelude, approver=approver, trailing_cells=resumed.trailing,
             earlier_runs=resumed.earlier_runs, follow_up=resumed.follow_up,
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from .engine.context import LoadedContext, load_context
 from .engine.follow_up import EarlierRun, FollowUp, earlier_runs_in, recorded_follow_up
 from .engine.history import find_query_cell, rebuild, run_at
 from .engine.options import parse_query_cell
+from .engine.vision import StepImages, takes_images
 from .errors import RLMError
 from .sinks.journal import SUFFIX, read_journal
 
@@ -189,17 +191,27 @@ def _rerun(cell: Any, index: int, query_index: int, context_loaded: bool) -> boo
     return bool(source.strip()) or index == query_index
 
 
-def history_for(plan_: ResumePlan, view_limit: int) -> Any:
-    """The root model's messages, built once the context is known."""
+def history_for(plan_: ResumePlan, view_limit: int, options: Any = None) -> Any:
+    """The root model's messages, built once the context is known (with the
+    images earlier steps displayed, when ``options``' root model takes them)."""
+    images = step_images(options)
 
     def build(context: Any) -> list[dict[str, Any]]:
         if context is None:
             raise RLMError("The notebook does not say how its context was loaded; give it with --context PATH.")
         sources = plan_.context.sources if plan_.context else None
-        rebuilt = rebuild(plan_.cells, plan_.upto, context, sources=sources, view_limit=view_limit)
+        rebuilt = rebuild(plan_.cells, plan_.upto, context, sources=sources, view_limit=view_limit, images=images)
         return rebuilt.messages
 
     return build
+
+
+def step_images(options: Any) -> Callable[[], StepImages] | None:
+    """What a rebuilt history's steps show of their images: the images, when
+    the root model takes them; else (None) a line naming them."""
+    if options is None or not takes_images(options.vision, options.model or "")[0]:
+        return None
+    return lambda: StepImages(options, options.model or "")
 
 
 def next_step(plan_: ResumePlan) -> int:
@@ -207,4 +219,5 @@ def next_step(plan_: ResumePlan) -> int:
     return max(steps, default=0) + 1
 
 
-__all__ = ["FollowUpPlan", "ResumePlan", "history_for", "next_step", "plan", "plan_follow_up", "read_notebook"]
+__all__ = ["FollowUpPlan", "ResumePlan", "history_for", "next_step", "plan", "plan_follow_up", "read_notebook",
+           "step_images"]

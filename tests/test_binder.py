@@ -157,7 +157,7 @@ def test_binder_files_build_an_environment_that_runs_the_quickstart(tmp_path, ca
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     clock.lap("python -m venv")
     run_logged(["bash", str(BINDER / "postBuild")], env, tmp_path / "postBuild.log", clock, INSTALL_TIMEOUT)
-    clock.lap("binder/postBuild (pip install . and the example texts)")
+    clock.lap("binder/postBuild (pip install .[vision] and the example texts)")
 
     jupyter = str(venv / "bin" / "jupyter")
     specs = json.loads(subprocess.run([jupyter, "kernelspec", "list", "--json"], env=env, capture_output=True,

@@ -267,6 +267,33 @@ def tools_root(body: dict[str, Any]) -> Any:
     return FOLLOW_UP_ROOT(body)
 
 
+def _saw_an_image(body: dict[str, Any]) -> bool:
+    content = body["messages"][-1]["content"]
+    return isinstance(content, list) and any(p.get("type") == "image_url" for p in content)
+
+
+VISION_ROOT = by_step(
+    repl('''
+import matplotlib.pyplot as plt
+rows = [line.split(",") for line in context.splitlines()[1:]]
+months, units = [m for m, _ in rows], [int(u) for _, u in rows]
+fig, ax = plt.subplots(figsize=(6, 3))
+ax.bar(months, units)
+ax.set_title("Units per month")
+display(fig)
+plt.close(fig)
+''', "A chart first."),
+    lambda body: repl('''
+peak = llm_query("Which month's bar stands out in this chart? Answer with the month's name only.", images=[fig]).strip()
+median = sorted(units)[len(units) // 2]
+summary = f"{peak} stands out: {units[months.index(peak)]} units, {units[months.index(peak)] - median} above the median month"
+print(summary)
+''', "One bar is far above the others; a sub-call reads the chart to name it.") if _saw_an_image(body)
+    else "FINAL(the chart never reached me)",
+    "FINAL_VAR(summary)",
+)
+
+
 # The labelling starts in the background; the root model looks at the reviews meanwhile, then collects it.
 BACKGROUND_ROOT = by_step(
     repl('labels = llm_query_batched([f"Does this review complain about delivery (late, damaged or lost)? '
@@ -288,7 +315,7 @@ def background_sub(prompt: str) -> Reply:
 
 TESTED = {"quickstart.ipynb", "needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb",
           "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb", "tools_and_follow_ups.ipynb",
-          "background_subcalls.ipynb"}
+          "background_subcalls.ipynb", "plots_and_images.ipynb"}
 
 
 def test_every_example_is_run_by_a_test_and_listed_in_the_readme():
@@ -407,6 +434,17 @@ def test_tools_and_follow_ups(tmp_path):
     assert "ticket 1: 10 days late" in outputs_text(cell(nb, "read"))
 
 
+def test_plots_and_images(tmp_path):
+    nb, probe, server = run_example("plots_and_images.ipynb", scripted(VISION_ROOT, lambda prompt: "Jul"), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    assert result["answer"] == "Jul stands out: 310 units, 160 above the median month"
+    # the chart reached the root model after step 1 (and stays in its history), and the sub-call that was sent it
+    assert [(i.model, i.mime, i.message) for i in server.images] == [
+        ("root-model", "image/png", 3), ("sub-model", "image/png", 0), ("root-model", "image/png", 3)]
+    step2 = server.calls("root-model")[1]["messages"][-1]["content"]
+    assert "displayed 1 image: image 1 below." in step2[0]["text"]
+    assert "Jul stands out" in outputs_text(cell(nb, "read"))
 def test_background_subcalls(tmp_path):
     nb, probe, server = run_example("background_subcalls.ipynb", scripted(BACKGROUND_ROOT, background_sub), tmp_path)
     result = probe["result"]

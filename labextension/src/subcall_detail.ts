@@ -12,6 +12,8 @@ export interface IDetailOptions {
   /** the text of the shared folds */
   sharedHead: string;
   sharedTail: string;
+  /** the batch's images as small data URLs, by hash */
+  thumbs: Record<string, string>;
   /** a kernel is there to open the editor */
   canEdit: boolean;
   edit: () => void;
@@ -33,6 +35,21 @@ export function renderDetail(
   close.textContent = '✕';
   close.title = 'Close';
   close.addEventListener('click', options.close);
+  if (row.i.length > 0) {
+    pane.appendChild(div('rlm-sc-label')).textContent =
+      `Images (${row.i.length})`;
+    const images = pane.appendChild(div('rlm-sc-images'));
+    for (const hash of row.i) {
+      const img = images.appendChild(document.createElement('img'));
+      img.className = 'rlm-sc-thumb';
+      img.alt = `image ${hash}`;
+      img.title = `image ${hash}`;
+      const url = options.thumbs[hash] ?? '';
+      if (url.startsWith('data:image/')) {
+        img.src = url;
+      }
+    }
+  }
   pane.appendChild(div('rlm-sc-label')).textContent =
     `Prompt (${row.n.toLocaleString('en')} characters)`;
   const prompt = pane.appendChild(div('rlm-sc-prompt'));

@@ -49,7 +49,8 @@ export class SubcallListModel extends DOMWidgetModel {
       shared_head: '',
       shared_tail: '',
       editable: false,
-      editing: -1
+      editing: -1,
+      thumbs: {}
     };
   }
 
@@ -308,7 +309,7 @@ export class SubcallListView extends DOMWidgetView {
       const flag = flags.appendChild(span(`rlm-sc-flag rlm-sc-${name}`));
       flag.textContent = name;
     }
-    preview.textContent = row.p;
+    preview.textContent = row.i.length > 0 ? `[${row.i.length} image${row.i.length === 1 ? '' : 's'}] ${row.p}` : row.p;
     preview.title = row.p;
     answer.textContent = row.r ? `→ ${oneLine(row.r)}` : '';
     meta.textContent = formatMeta(row);
@@ -349,6 +350,7 @@ export class SubcallListView extends DOMWidgetView {
       prompts: this.model.get('prompts') as number,
       sharedHead: String(this.model.get('shared_head')),
       sharedTail: String(this.model.get('shared_tail')),
+      thumbs: (this.model.get('thumbs') ?? {}) as Record<string, string>,
       canEdit: this.canEdit,
       edit: () => this.model.send({ type: 'edit', index }, {}),
       close: () => {

@@ -29,6 +29,8 @@ export interface IRow {
   l: number | null;
   /** cost in dollars, null when unknown */
   c: number | null;
+  /** the hashes of the images sent with the prompt (the widget's thumbs has them) */
+  i: string[];
 }
 
 export const STATUSES = ['queued', 'running', 'done', 'error', 'cancelled'];
@@ -44,7 +46,8 @@ export const EMPTY_ROW: IRow = {
   rn: 0,
   k: [0, 0],
   l: null,
-  c: null
+  c: null,
+  i: []
 };
 
 export function asRow(value: unknown): IRow {

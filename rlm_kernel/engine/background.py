@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._words import plural
 from .engine_loop import engine_loop, submit
+from .images import write_records
 
 if TYPE_CHECKING:
     from .run import Run
@@ -133,7 +134,7 @@ class Job:
         _on_code_thread(run, lambda: run.sink.subcalls_finished(run, records))
         cell = _finished_cell(run, records[0].cell_id if records else None)
         if cell is not None and self._cell_records is not None:
-            cell.metadata["rlm"]["subcalls"] = [r.as_metadata() for r in self._cell_records]
+            write_records(cell.metadata["rlm"], self._cell_records)
             run.sink.subcalls_settled(run, cell)
         run.report_status(force=True)
         _resolve(self._settled)

@@ -1,6 +1,7 @@
 """What a root run's model is told besides the context and the query, in
 its first user message: the earlier runs a follow-up builds on
-(``follow_up.py``) and the person's tools (``tools.py``). A resumed run or a
+(``follow_up.py``), the person's tools (``tools.py``) and, for a root
+model that takes images, what it is shown of them (``vision.py``). A resumed run or a
 follow-up on a saved notebook is briefed once the recorded cells have run
 again, so it finds the tools they define and the variables they leave; a
 continued run's history gets the notes it lacks."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RLMError
-from . import prompts
+from . import prompts, vision
 from .namespace import is_answer_dict
 from .step import Stop
 
@@ -33,7 +34,7 @@ async def brief(run: Run, messages: list[dict[str, Any]]) -> list[dict[str, Any]
         if run.tools.bind_waiting(namespace):
             run.entries.forget()  # the tools it found are installed at the next restore
         earlier = run.follow_up.describe(namespace, skip=run.entries.values()) if run.follow_up else ""
-        return [earlier, run.tools.describe()]
+        return [earlier, run.tools.describe(), vision.briefing(run.tree.options, run.endpoint.model)]
 
     try:
         return prompts.with_notes(messages, await run.code_thread.run(notes))

@@ -9,6 +9,7 @@ kernel) everything still reaches the frontend as usual, up to the same bound.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import sys
 import threading
@@ -125,7 +126,10 @@ class CellCapture:
         return self._redactor.text(text)
 
     def redact_bundle(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A MIME bundle with its text values redacted."""
+        """A MIME bundle with its text values redacted, and binary values
+        (a PNG formatter's bytes) base64 text, as a notebook keeps them."""
+        data = {k: base64.b64encode(v).decode("ascii") if isinstance(v, (bytes, bytearray)) else v
+                for k, v in data.items()}
         return self._redactor.bundle(data)
 
     # -- streams -------------------------------------------------------------

@@ -45,6 +45,7 @@ from .litellm_setup import load_litellm
 from .model_client import Completion, ModelCallError, ModelEndpoint
 from .step import Stop
 from .trajectory import new_cell_id
+from .vision import shed_old_images
 
 if TYPE_CHECKING:
     from .run import Run
@@ -196,9 +197,10 @@ class Compactor:
     async def call(self, messages: list[dict[str, Any]],
                    root_call: Callable[[list[dict[str, Any]]], Awaitable[Completion]]) -> Completion:
         """The root call for ``messages`` (compacted in place first when they
-        reach the limit; compacted and sent once more when the provider
-        refuses them as too long)."""
+        reach the limit, the oldest of many images shed; compacted and sent
+        once more when the provider refuses them as too long)."""
         limit = self.limit()
+        shed_old_images(messages)
         if limit.tokens is not None and upper_bound(messages) > limit.tokens:
             before = await count_tokens(self.model, messages)
             if before > limit.tokens:
@@ -346,10 +348,19 @@ def input_window(model: str) -> int | None:
     return _WINDOWS[model]
 
 
+IMAGE_TOKENS = 3000  # more than a provider counts for one image of at most 1,024 px (vision.py)
+
+
 def upper_bound(messages: list[dict[str, Any]]) -> int:
     """More tokens than any tokenizer makes of ``messages`` (a token is at
-    least one UTF-8 byte), so the exact count can be skipped while far below."""
-    return sum(len(_text(m).encode("utf-8")) + 8 for m in messages) + 16
+    least one UTF-8 byte; an image part at most ``IMAGE_TOKENS``), so the
+    exact count can be skipped while far below."""
+    return sum(len(_text(m).encode("utf-8")) + 8 + IMAGE_TOKENS * _images(m) for m in messages) + 16
+
+
+def _images(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    return sum(isinstance(p, dict) and p.get("type") == "image_url" for p in content) if isinstance(content, list) else 0
 
 
 async def count_tokens(model: str, messages: list[dict[str, Any]]) -> int:

@@ -136,7 +136,22 @@ def new_headless_shell(namespace: dict[str, Any] | None = None) -> HeadlessShell
         install_shell_hooks(InteractiveShell.instance())
     shell = HeadlessShell(config=config, user_ns=namespace if namespace is not None else {})
     tracebacks.install(shell)
+    for each in (InteractiveShell.instance(), shell):
+        _show_figures(each)
     return shell
+
+
+def _show_figures(shell: InteractiveShell) -> None:
+    """``display(fig)`` of a matplotlib figure shows it as a PNG, as in a
+    kernel (without importing matplotlib: the formatter waits for its type)."""
+    formatter = shell.display_formatter.formatters["image/png"]
+    formatter.for_type_by_name("matplotlib.figure", "Figure", _figure_png)
+
+
+def _figure_png(figure: Any) -> bytes | None:
+    from IPython.core.pylabtools import print_figure
+
+    return print_figure(figure, "png")
 
 
 def install_shell_hooks(shell: InteractiveShell) -> None:

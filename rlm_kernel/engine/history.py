@@ -9,6 +9,7 @@ run itself did (``compaction.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from .follow_up import FollowUp, recorded_follow_up
 from .options import parse_query_cell
 from .protocol import cell_feedback
 from .trajectory import not_run
+from .vision import StepImages, cell_label, rebuilt_note
 
 
 @dataclass
@@ -51,9 +53,13 @@ def rebuild(
     *,
     sources: list[str] | None = None,
     view_limit: int = 10_000,
+    images: Callable[[], StepImages] | None = None,
 ) -> Rebuilt:
     """The messages a root model would have seen had the run reached cell
-    ``upto`` (inclusive) with the notebook as it is now."""
+    ``upto`` (inclusive) with the notebook as it is now. With ``images``
+    (a step's images, for a root model that takes them), the images the
+    cells displayed go with each step's feedback as in the run; without,
+    the feedback names them."""
     if not cells:
         raise ValueError("the notebook has no cells")
     upto = max(0, min(upto, len(cells) - 1))
@@ -72,6 +78,12 @@ def rebuild(
     interventions = 0
     step = 0
     current_step = None
+    shown = images() if images is not None else None
+
+    def flush() -> None:
+        nonlocal shown
+        _flush_feedback(messages, feedback, reply, close_step, shown)
+        shown = images() if images is not None else None
 
     def close_step() -> None:
         if reply:
@@ -86,7 +98,7 @@ def rebuild(
         if meta.get("role") in AGENT_ROLES and meta.get("run_id") != run_id:
             continue  # another run under the same query (a --fresh one): not this history
         if meta.get("compaction"):  # from here on the run read a summary instead of the older steps
-            _flush_feedback(messages, feedback, reply, close_step)
+            flush()
             current_step = None
             first, last = meta["compaction"]["steps"]
             messages[:] = compacted(messages, int(meta.get("step") or 1), int(last), cell_summary(source(cell)),
@@ -95,7 +107,7 @@ def rebuild(
         if is_agent_cell(cell, run_id) and meta.get("role") != "answer":
             cell_step = meta.get("step")
             if cell_step != current_step:
-                _flush_feedback(messages, feedback, reply, close_step)
+                flush()
                 current_step = cell_step
             step = max(step, int(cell_step or 0))
             if cell.get("cell_type") == "markdown":
@@ -110,6 +122,10 @@ def rebuild(
                     view, chars = outputs_view(cell.get("outputs") or [], view_limit)
                     status = "error" if any(o.get("output_type") == "error" for o in cell.get("outputs") or []) else "ok"
                     feedback.append(cell_feedback(cell.get("execution_count"), status, view, chars))
+                    count, outputs = cell.get("execution_count"), cell.get("outputs") or []
+                    said = rebuilt_note(count, outputs) if shown is None else shown.add(cell_label(count), outputs)
+                    if said:
+                        feedback.append(said)
                 pins = [r for r in meta.get("subcalls") or [] if r.get("pinned")]
                 if pins:
                     prompts_edited = sum(1 for r in pins if r.get("edited_prompt") is not None)
@@ -126,7 +142,7 @@ def rebuild(
             close_step()
             feedback.append(text)
             current_step = None
-    _flush_feedback(messages, feedback, reply, close_step, final=True)
+    flush()
     if messages[-1]["role"] == "assistant":
         messages.append({"role": "user", "content": "Continue."})
     return Rebuilt(run_id=run_id, query=query, options=options, messages=messages, next_step=step + 1,
@@ -135,15 +151,25 @@ def rebuild(
 
 
 def _flush_feedback(messages: list[dict[str, Any]], feedback: list[str], reply: list[str],
-                    close_step: Any, final: bool = False) -> None:
+                    close_step: Any, shown: StepImages | None) -> None:
     close_step()
     if feedback:
         text = "\n\n".join(feedback)
+        content = shown.content(text) if shown is not None else text
         if messages[-1]["role"] == "user":
-            messages[-1]["content"] += "\n\n" + text
+            messages[-1]["content"] = _joined(messages[-1]["content"], content)
         else:
-            messages.append({"role": "user", "content": text})
+            messages.append({"role": "user", "content": content})
         feedback.clear()
+
+
+def _joined(first: Any, then: Any) -> Any:
+    """Two user messages' contents as one (text, or text and image parts)."""
+    if isinstance(first, str) and isinstance(then, str):
+        return f"{first}\n\n{then}"
+    if isinstance(first, str):
+        return [{"type": "text", "text": f"{first}\n\n{then[0]['text']}"}, *then[1:]]
+    return [*first, *([{"type": "text", "text": then}] if isinstance(then, str) else then)]
 
 
 def _intervention(cell: Any, view_limit: int) -> str:

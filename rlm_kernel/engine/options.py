@@ -31,7 +31,7 @@ class Option:
     kind: str  # "text" | "whole" | "real" | "flag" | "tools" (a list of functions or their names)
     default: Any = None
     help: str = ""
-    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, tools, calls
+    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, tools, vision, calls
     lowest: float = 0  # numbers: the smallest value allowed
     above: bool = False  # real numbers: must be above `lowest`, not equal to it
     env: str | None = None  # unset: the value of this environment variable
@@ -149,6 +149,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("tools", "tools", None, group="tools",
            help="functions the root model may call in its code: names in the notebook's namespace "
                 "(search_index,lookup) or module:function (repeatable)"),
+    Option("vision", "text", "auto", "show the root model the images its cells display: auto (when litellm's model "
+           "info says the model supports vision), on or off (default auto)", group="vision", choices=("auto", "on", "off")),
+    Option("max_images_per_step", "whole", 4, "images shown to the root model after one step, each downscaled to at "
+           "most 1024 px on its long side (default 4)", group="vision"),
     Option("no_stream", "flag", False,
            "read each root reply whole instead of streaming it (streamed: cells appear as the model writes "
            "and a code block runs once its closing fence arrives)", group="calls"),
@@ -160,7 +164,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
-GROUPS = ("models", "budgets", "history", "trust", "tools", "calls")
+GROUPS = ("models", "budgets", "history", "trust", "tools", "vision", "calls")
 
 
 def _run_options_class() -> type:

@@ -5,7 +5,8 @@ Every code cell that made sub-calls keeps them in ``metadata.rlm.subcalls``
 response). A :class:`ReplayBook` holds those records by cell id; when the
 cell runs again, each ``llm_query`` / ``rlm_query`` whose model and prompt
 match a recorded one (in order, per prompt) gets the recorded response
-instead of a model call. Pinned responses are used even when replay is off;
+instead of a model call (a sub-call's images are part of its prompt hash:
+the same prompt with other images is a fresh call). Pinned responses are used even when replay is off;
 a prompt that changed, or one whose recorded call failed, is a fresh call.
 
 A person may also rewrite the prompt of a pinned sub-call (``edited_prompt``
@@ -38,23 +39,23 @@ class ReplayCursor:
         self._edits: dict[str, deque[str]] = defaultdict(deque)  # prompt -> edited prompts handed out
         self._lock = threading.Lock()
 
-    def take(self, model: str, prompt: str) -> dict[str, Any] | None:
-        """The next recorded call of ``prompt`` to ``model``. A pinned response
+    def take(self, model: str, prompt: str, images: Any = ()) -> dict[str, Any] | None:
+        """The next recorded call of ``prompt`` (with ``images``) to ``model``. A pinned response
         is a person's word for that prompt and holds whatever sub-model is
         configured now; with no model configured (a notebook opened without
         keys) any recorded model's response serves."""
         with self._lock:
-            record = self._take(model, prompt)
+            record = self._take(model, prompt, images)
             if record is not None and record.get("edited_prompt") is not None:
                 self._edits[prompt].append(record["edited_prompt"])
             return record
 
-    def _take(self, model: str, prompt: str) -> dict[str, Any] | None:
-        queue = self._by_prompt.get(prompt_hash(model, prompt))
+    def _take(self, model: str, prompt: str, images: Any) -> dict[str, Any] | None:
+        queue = self._by_prompt.get(prompt_hash(model, prompt, images))
         if queue:
             return queue.popleft()
         for recorded_model in self._models - {model}:
-            queue = self._by_prompt.get(prompt_hash(recorded_model, prompt))
+            queue = self._by_prompt.get(prompt_hash(recorded_model, prompt, images))
             if not queue:
                 continue
             if not model:

@@ -247,9 +247,6 @@ class Run:
                     answer_var, answer = final
                     reason = "final"
                     break
-                left = options.max_iterations - iteration
-                if left and left <= 2:
-                    feedback += f"\n\n(You have {plural(left, 'step')} left; answer soon.)"
                 messages.append({"role": "assistant", "content": reply.visible})  # never its thinking
                 messages.append({"role": "user", "content": feedback})
         except Stop as stop:

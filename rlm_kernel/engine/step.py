@@ -7,17 +7,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbformat import NotebookNode, from_dict
 
+from .._words import plural
 from ..errors import BudgetExceeded
 from . import trajectory
 from .background import Job
 from .execution import CellResult
 from .guard import run_guarded
+from .images import write_records
 from .namespace import Final
 from .protocol import cell_feedback
+from .vision import StepImages, cell_label
+
+Content = str | list[dict[str, Any]]  # a user message's content
 
 if TYPE_CHECKING:
     from .reply_stream import ReplyStream, WholeReply
@@ -34,14 +39,17 @@ class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
         self.message = message
 
 
-async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[str, Final | None]:
-    """Write the reply's cells, run its code; return the feedback and the
-    answer if final. ``source`` gives the reply's segments as they settle
-    (``reply_stream.py``); the protocol's rules read the whole reply."""
+async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[Content, Final | None]:
+    """Write the reply's cells, run its code; return the feedback (the next
+    user message's content: text, and the images the cells displayed when
+    the root model takes them) and the answer if final. ``source`` gives the
+    reply's segments as they settle (``reply_stream.py``); the protocol's
+    rules read the whole reply."""
     cells = _Cells(run, step, source)
     entries = run.entries
     feedback: list[str] = []
     notes: list[str] = []
+    images = StepImages(run.tree.options, run.endpoint.model)
     ran = 0
     unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
     entries.given = None
@@ -82,6 +90,9 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
         ran += 1
         result = await run_cell(run, cell)
         feedback.append(cell_feedback(result.execution_count, result.status, result.model_view, result.output_chars))
+        shown = images.add(cell_label(result.execution_count), result.outputs)
+        if shown:
+            feedback.append(shown)
         if result.status != "ok":
             unsure = unsure or "a code block in the same reply raised an error"
         _stop_after(run, result)
@@ -121,7 +132,10 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
             notes.append(background)
     if final is None and not ran and not reply.markers:
         notes.append(NO_CODE)
-    return "\n\n".join([*feedback, *reply.notes, *notes]), final
+    left = run.tree.options.max_iterations - step
+    if final is None and 0 < left <= 2:
+        notes.append(f"(You have {plural(left, 'step')} left; answer soon.)")
+    return images.content("\n\n".join([*feedback, *reply.notes, *notes])), final
 
 
 class _Cells:
@@ -235,7 +249,7 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
     meta["status"] = result.status
     meta["duration_s"] = round(result.duration_s, 4)
     if subcalls:
-        meta["subcalls"] = [s.as_metadata() for s in subcalls]
+        write_records(meta, subcalls)
     run.sink.cell_finished(run, cell)
     run.report_status(force=True)
     return result

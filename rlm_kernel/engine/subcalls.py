@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BudgetExceeded, RecursionLimitError, SubcallError
 from .background import Jobs
 from .engine_loop import submit
+from .images import Image, hashes_key, load_all
 from .model_client import ModelCallError
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class SubcallRecord:
     edited_prompt: str | None = None  # a pinned call whose prompt a person rewrote (the hash stays the code's)
     cell_id: str | None = None  # the notebook cell whose code made the call
     deployment: dict[str, str] | None = None  # which deployment answered (calls through a Router)
+    images: list[Image] = field(default_factory=list)  # sent after the prompt; their hashes are part of its identity
     started: float = field(default_factory=time.monotonic)
 
     def replay(self, recorded: dict[str, Any]) -> None:
@@ -78,7 +80,7 @@ class SubcallRecord:
         record: dict[str, Any] = {
             "id": self.id,
             "model": self.model,
-            "prompt_hash": prompt_hash(self.model, self.prompt),
+            "prompt_hash": prompt_hash(self.model, self.prompt, self.images),
             "prompt_preview": self.prompt[:PREVIEW_CHARS],
             "prompt_chars": len(self.prompt),
             "status": self.status,
@@ -100,6 +102,8 @@ class SubcallRecord:
             record["child"] = self.child
         if self.deployment:
             record["deployment"] = self.deployment
+        if self.images:
+            record["images"] = [image.hash for image in self.images]  # the images: the cell's metadata.rlm.images
         if self.replayed:
             record["replayed"] = True
         if self.pinned:
@@ -109,8 +113,15 @@ class SubcallRecord:
         return record
 
 
-def prompt_hash(model: str, prompt: str) -> str:
-    return hashlib.sha256(f"{model}\x00{prompt}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+def prompt_hash(model: str, prompt: str, images: list[Image] | tuple[Image, ...] = ()) -> str:
+    """A sub-call's identity: its model, prompt and images (by their hashes)."""
+    key = f"{model}\x00{prompt}{hashes_key(list(images))}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def message_content(prompt: str, images: list[Image]) -> str | list[dict[str, Any]]:
+    """A sub-call's user message: the prompt, then its images as image parts."""
+    return [{"type": "text", "text": prompt}, *(image.part() for image in images)] if images else prompt
 
 
 _batch_ids = itertools.count(1)
@@ -125,21 +136,23 @@ class SubcallHelpers:
         self.jobs = Jobs(run)  # the calls started with wait=False
 
     # -- plain sub-calls ---------------------------------------------------------
-    def llm_query(self, prompt: str, model: str | None = None, wait: bool = True) -> Any:
-        """Ask the sub-model about ``prompt``; returns its reply as a str
+    def llm_query(self, prompt: str, model: str | None = None, wait: bool = True, images: Any = None) -> Any:
+        """Ask the sub-model about ``prompt`` (and ``images``: matplotlib figures,
+        PIL images, PNG/JPEG bytes, file paths or data URLs); returns its reply as a str
         (with ``wait=False``, at once a background Job whose .result() is that str)."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         _check_wait(wait)
         prompt = _as_prompt(prompt)
-        record = self._new_records("llm", [prompt], model)[0]
+        record = self._new_records("llm", [(prompt, load_all(images))], model)[0]
         return self._finish("llm_query", [record], self._call(record), wait, lambda: self._answer(record))
 
     def llm_query_batched(self, prompts: list[str], model: str | None = None, wait: bool = True) -> Any:
-        """llm_query over many prompts at once; answers in order. A failed
-        prompt gives a SubcallFailure in its slot and fails nothing else."""
+        """llm_query over many prompts at once; answers in order. A prompt may
+        be a ``(text, images)`` pair. A failed prompt gives a SubcallFailure in
+        its slot and fails nothing else."""
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
         _check_wait(wait)
-        prompts = [_as_prompt(p) for p in _as_list(prompts)]
+        prompts = [_with_images(p) for p in _as_list(prompts)]
         records = self._new_records("llm", prompts, model, batch=f"b{next(_batch_ids)}") if prompts else []
 
         async def all_calls() -> None:
@@ -222,16 +235,17 @@ class SubcallHelpers:
                 "use llm_query here instead."
             )
 
-    def _new_records(self, kind: str, prompts: list[str], model: str | None,
+    def _new_records(self, kind: str, prompts: list[str] | list[tuple[str, list[Image]]], model: str | None,
                      batch: str | None = None) -> list[SubcallRecord]:
         """Records for these prompts: replayed ones filled from the notebook,
         the rest claimed from the sub-call budget (all or none)."""
         endpoint = self.run.sub_endpoint(model)
         cursor = self.run.replay_cursor
         records, fresh = [], 0
-        for prompt in prompts:
-            record = SubcallRecord(id="", kind=kind, model=endpoint.model, prompt=prompt, batch=batch)
-            recorded = cursor.take(endpoint.model, prompt) if cursor is not None else None
+        for given in prompts:
+            prompt, images = given if isinstance(given, tuple) else (given, [])
+            record = SubcallRecord(id="", kind=kind, model=endpoint.model, prompt=prompt, batch=batch, images=images)
+            recorded = cursor.take(endpoint.model, prompt, images) if cursor is not None else None
             if recorded is not None:
                 record.replay(recorded)
             else:
@@ -261,7 +275,8 @@ class SubcallHelpers:
             self.run.subcall_changed(record)
             try:
                 completion = await tree.client.complete(
-                    endpoint, [{"role": "user", "content": record.prompt}], deadline=tree.budget.deadline
+                    endpoint, [{"role": "user", "content": message_content(record.prompt, record.images)}],
+                    deadline=tree.budget.deadline,
                 )
             except ModelCallError as error:
                 record.status, record.error, record.attempts = "error", str(error), error.attempts
@@ -320,6 +335,13 @@ def _as_prompt(prompt: Any) -> str:
     return str(prompt)
 
 
+def _with_images(prompt: Any) -> tuple[str, list[Image]]:
+    """A batch's prompt: text, or a ``(text, images)`` pair."""
+    if isinstance(prompt, tuple) and len(prompt) == 2 and isinstance(prompt[0], str):
+        return prompt[0], load_all(prompt[1])
+    return _as_prompt(prompt), []
+
+
 def _check_wait(wait: Any) -> None:
     if not isinstance(wait, bool):
         raise TypeError(f"wait takes True (wait for the answer) or False (return a background job at once), not {wait!r}.")
@@ -331,4 +353,4 @@ def _as_list(prompts: Any) -> list[Any]:
     return list(prompts)
 
 
-__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "prompt_hash"]
+__all__ = ["SubcallHelpers", "SubcallFailure", "SubcallRecord", "BudgetExceeded", "message_content", "prompt_hash"]

@@ -34,6 +34,7 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
                            clients: Any = None, earlier: Any = None) -> CellRun | None:
     """The continued run, or None when this cell's continuation is already below it."""
     from ..engine.history import rebuild
+    from ..resume import step_images
 
     args = continue_parser().parse_args(shlex.split(line))
     session = shell.kernel.rlm_session
@@ -75,6 +76,10 @@ async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
     if between:
         session.send("move_cells", cell_ids=between, after_cell_id=here)
     given = {**rebuilt.options, **options.given(args)}
+    images = step_images(options.resolve(given))
+    if images is not None:  # the root model takes images: the steps' feedback carries them again
+        rebuilt = rebuild(cells, upto, shell.user_ns["context"], sources=sources,
+                          view_limit=args.max_output_chars or 10_000, images=images)
     pins = sum(1 for c in cells[rebuilt.query_index + 1:upto + 1] if not rlm_meta(c).get("superseded")
                for r in rlm_meta(c).get("subcalls") or [] if r.get("pinned"))
     print(f"Continuing run {rebuilt.run_id} from cell {upto} (step {rebuilt.next_step}; "

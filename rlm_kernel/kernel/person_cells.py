@@ -9,6 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._words import plural
+from ..engine.images import images_metadata
 from ..engine.namespace import HELPER_NAMES
 from ..engine.replay import record_metadata
 
@@ -107,7 +108,9 @@ class PersonCells:
         book.count(replayed, fresh)
         if scope.cell_id:
             book.set_cell(scope.cell_id, records, scope.source)
-            self.session.send("cell_metadata", cell_id=scope.cell_id, rlm={"subcalls": records},
+            images = images_metadata(scope.records)
+            self.session.send("cell_metadata", cell_id=scope.cell_id,
+                              rlm={"subcalls": records, **({"images": images} if images else {})},
                               replay={"replayed": book.replayed, "fresh": book.fresh})
         off = "" if book.enabled else " (replay is off)"
         print(f"rlm: {plural(replayed, 'sub-call')} replayed from the notebook, {fresh:,} new{off} "

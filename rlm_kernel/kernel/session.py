@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.engine_loop import submit
 from ..engine.model_client import ModelEndpoint
 from ..engine.replay import ReplayBook, record_metadata
+from ..engine.subcalls import message_content
 from ..engine.tree import endpoints
 from .person_cells import PersonCells
 from .reruns import recorded_run_below
@@ -215,7 +216,8 @@ class KernelSession:
         rlm = self.rlm()
         sub = endpoints(rlm.options)[1]
         endpoint = sub if record.model in ("", sub.model) else ModelEndpoint(record.model, sub.api_base, sub.api_key)
-        return submit(rlm.client.complete(endpoint, [{"role": "user", "content": prompt}]))
+        message = {"role": "user", "content": message_content(prompt, record.images)}
+        return submit(rlm.client.complete(endpoint, [message]))
 
 
 __all__ = ["KernelSession", "read_saved_cells", "saved_notebook_path"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from . import anthropic
+from . import anthropic, vision
 from .faults import FAULT_KINDS, Faults  # noqa: F401 - also read from here
 
 
@@ -147,6 +147,11 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         owner._enter(body)
         try:
+            images, problem = vision.read(body, owner.max_image_side, owner.max_images, owner.blind_models)
+            owner.images += images
+            if problem is not None:
+                self._send_json(400, {"error": {"message": problem, "type": "invalid_request_error"}})
+                return
             fault = owner.faults.draw(body.get("model")) if owner.faults is not None else None
             if fault is not None:
                 if owner.latency:
@@ -327,10 +332,14 @@ class ScriptedServer:
     """``with ScriptedServer(Script(root=[...])) as server: server.url``"""
 
     def __init__(self, responder: Responder | None = None, latency: float = 0.0, *,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None, blind_models: tuple[str, ...] = (), max_images: int | None = None,
+                 max_image_side: int = 1024) -> None:
         self.responder: Responder = responder or Script()
         self.latency = latency
         self.faults = faults
+        # image parts: refused (400) for these models, over this count or size (testing/vision.py)
+        self.blind_models, self.max_images, self.max_image_side = blind_models, max_images, max_image_side
+        self.images: list[vision.ReceivedImage] = []  # every image part received, in order
         self.requests: list[dict[str, Any]] = []
         self.injected: list[tuple[str, str]] = []  # (model, fault kind), in order
         self.answers: list[tuple[str, int, int]] = []  # (model, prompt tokens, completion tokens) sent

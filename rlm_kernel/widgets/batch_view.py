@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Dict, Int, Unicode
 
-from .rows import RowMaker
+from .rows import RowMaker, thumbnails
 from .text_fold import Shared, shared_parts
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class SubcallList(w.DOMWidget):
     shared_tail = Unicode("").tag(sync=True)
     editable = Bool(False).tag(sync=True)  # rows have an edit action
     editing = Int(-1).tag(sync=True)  # the row whose editor is open
+    thumbs = Dict({}).tag(sync=True)  # the calls' images as small data URLs, each once, by hash (rows name them)
 
     def __init__(self, records: list[SubcallRecord], on_edit: Callable[[int], None] | None = None,
                  **kwargs: Any) -> None:
@@ -54,7 +55,7 @@ class SubcallList(w.DOMWidget):
         self._rows = RowMaker(shared, len(records))
         head, tail = self._rows.shared_text(records[0].prompt) if records else ("", "")
         super().__init__(prompts=shared.prompts, shared_head=head, shared_tail=tail,
-                         editable=on_edit is not None, **kwargs)
+                         editable=on_edit is not None, thumbs=thumbnails(records), **kwargs)
         self._on_edit = on_edit
         self.on_msg(self._message)
 

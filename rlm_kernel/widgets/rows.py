@@ -3,11 +3,13 @@ tags, and the compact row the batch list keeps for it."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from .text_fold import AROUND, EDGE, FOLD_FROM, OPEN_CHARS, Shared, fold
 
 if TYPE_CHECKING:
+    from ..engine.images import Image
     from ..engine.subcalls import SubcallRecord
 
 PAGE_CHARS = 2_000_000  # text the page keeps for a whole batch, shared among its rows
@@ -26,6 +28,20 @@ def shown_status(record: SubcallRecord) -> str:
 def flags(record: SubcallRecord) -> list[str]:
     return [name for name, on in (("pinned", record.pinned), ("prompt-edited", record.edited_prompt is not None),
                                   ("replayed", record.replayed)) if on]
+
+
+@functools.lru_cache(maxsize=256)
+def thumbnail(image: Image) -> str:
+    """A small PNG data URL of a sub-call's image ('' when it cannot be made)."""
+    try:
+        return image.thumbnail_url()
+    except Exception:
+        return ""
+
+
+def thumbnails(records: list[SubcallRecord]) -> dict[str, str]:
+    """The thumbnails of the records' images, each once, by image hash."""
+    return {image.hash: thumbnail(image) for record in records for image in record.images}
 
 
 class RowMaker:
@@ -76,7 +92,8 @@ class RowMaker:
             "k": [record.prompt_tokens, record.completion_tokens],
             "l": None if record.latency_s is None else round(record.latency_s, 3),
             "c": record.cost_usd,
+            "i": [image.hash for image in record.images],
         }
 
 
-__all__ = ["PREVIEW", "RowMaker", "flags", "shown_status"]
+__all__ = ["PREVIEW", "RowMaker", "flags", "shown_status", "thumbnail", "thumbnails"]

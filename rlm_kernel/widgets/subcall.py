@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._words import price_text, tokens_text
-from .rows import flags, shown_status
+from .rows import flags, shown_status, thumbnail
 from .text_fold import fold, fold_html
 
 if TYPE_CHECKING:
@@ -69,13 +69,13 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
     summary = (
         f"<span class='rlm-sc-status' style='color:{colour};font-weight:600'>{status}</span>{tags} "
         f"<code>{html.escape(record.model)}</code> · {tokens} · {latency} · {_cost(record.cost_usd)} · "
-        f"<span class='rlm-sc-preview'>{html.escape(_one_line(prompt))}</span>"
+        f"<span class='rlm-sc-preview'>{_images_tag(record)}{html.escape(_one_line(prompt))}</span>"
     )
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
     said = (f"edited by a person, {len(prompt):,} characters; the code's prompt has {len(record.prompt):,}"
             if edited is not None else f"{len(prompt):,} characters")
     body = (
-        f"<div><b>Prompt</b> ({said})</div>"
+        f"{images_html(record)}<div><b>Prompt</b> ({said})</div>"
         f"<div class='rlm-sc-prompt' style='{_TEXT_STYLE}'>{fold_html(prompt, fold(prompt))}</div>"
         f"<div><b>Response</b></div>"
         f"<pre class='rlm-sc-response' style='{_TEXT_STYLE}'>{html.escape(_clip(answer, VIEW_CHARS))}</pre>"
@@ -87,13 +87,31 @@ def record_html(record: SubcallRecord, open_: bool = False) -> str:
             f"{body}</details>")
 
 
+def _images_tag(record: SubcallRecord) -> str:
+    count = len(record.images)
+    return f"[{count} image{'s' if count != 1 else ''}] " if count else ""
+
+
+def images_html(record: SubcallRecord) -> str:
+    """The call's images as thumbnails (nothing when it sent none)."""
+    if not record.images:
+        return ""
+    thumbs = "".join(
+        f"<img class='rlm-sc-thumb' src='{thumbnail(image)}' alt='image {image.hash}' "
+        f"title='{image.width}x{image.height} {image.mime}' style='max-height:96px;max-width:96px;"
+        f"border:1px solid var(--jp-border-color2, #ddd);margin-right:4px'>"
+        for image in record.images)
+    return (f"<div><b>Images</b> ({len(record.images)})</div>"
+            f"<div class='rlm-sc-images' style='margin:2px 0'>{thumbs}</div>")
+
+
 def record_markdown(record: SubcallRecord) -> str:
     answer = record.response if record.status != "error" else f"ERROR: {record.error}"
     status = shown_status(record) + (" (pinned)" if record.pinned else "") + (" (replayed)" if record.replayed else "")
     return (
         f"| {status} | `{record.model}` | {tokens_text(record.prompt_tokens + record.completion_tokens)} | "
         f"{'' if record.latency_s is None else f'{record.latency_s:.2f} s'} | "
-        f"{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
+        f"{_images_tag(record)}{_md_cell(_one_line(record.prompt, 60))} | {_md_cell(_one_line(answer, 80))} |"
     )
 
 
