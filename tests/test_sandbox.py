@@ -169,3 +169,41 @@ def test_the_entries_behave_as_unconfined(sandbox, run_rlm, tmp_path):
     told = "\n".join(str(m.get("content")) for m in srv.calls("root-model")[1]["messages"])
     assert "rebound or deleted `llm_query`" in told
     assert "sub <still here>" in cell_text(_code_cells(result)[1])
+
+
+IMAGES_AND_JOBS = """
+import matplotlib.pyplot as plt
+from PIL import Image as _P
+fig, ax = plt.subplots(figsize=(2, 2))
+ax.bar(["a", "b"], [1, 3])
+_P.new("RGB", (40, 20), "red").save("red.png")
+one = llm_query("describe", images=[fig, _P.new("RGB", (30, 30), "blue"), "red.png"])
+pair = llm_query_batched([("chart", [fig]), "plain"])
+job = llm_query_batched([f"slow {i}" for i in range(3)], wait=False)
+display(fig)
+print(one, "|", pair, "|", type(job).__name__)
+"""
+
+
+def test_images_and_background_jobs_work_from_inside(tmp_path):
+    # Inside the sandbox a figure, a PIL image and a path mean nothing outside: they cross as data URLs; a
+    # background job stays outside and its handle inside asks it for its state.
+    from rlm_kernel import RLM
+    from rlm_kernel.testing.server import Script, ScriptedServer
+
+    pytest.importorskip("PIL.Image")
+    root = [repl(IMAGES_AND_JOBS), repl("print(job.progress[1], job.done() in (True, False))\nFINAL_VAR(job.result())")]
+    with ScriptedServer(Script(root=root, sub=lambda p: f"saw {p}"), max_images=5) as srv:
+        result = RLM(model="openai/root-model", sub_model="openai/sub-model", api_base=srv.url, vision="on",
+                     sandbox=True, sandbox_dir=str(tmp_path)).completion("ctx", "Look.")
+        sub_images = [i for i in srv.images if i.model == "sub-model"]
+        root_images = [i for i in srv.images if i.model == "root-model"]
+    assert result.reason == "final", result.error
+    assert result.answer == ["saw slow 0", "saw slow 1", "saw slow 2"]
+    first, second = _code_cells(result)
+    assert "saw describe | ['saw chart', 'saw plain'] | SandboxJob" in cell_text(first), cell_text(first)
+    assert "3 True" in cell_text(second)
+    assert len(sub_images) == 3 + 1 and {(i.width, i.height) for i in sub_images} >= {(30, 30), (40, 20)}
+    # display(fig), and the inline backend showing the figure left open at the cell's end, as in any kernel
+    assert len(root_images) == 2, "the figure the confined cell displayed did not reach the root model"
+    assert len(first.metadata.rlm.images) == 3  # fig, the blue square, red.png: each stored once for the cell

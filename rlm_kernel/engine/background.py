@@ -237,8 +237,11 @@ def _names(run: Run, jobs: list[Job]) -> dict[int, list[str]]:
     """The namespace's names (not IPython's `_` ones) that hold each handle."""
     wanted = {id(j) for j in jobs}
     found: dict[int, list[str]] = {}
+    namespace = run.executor.namespace
+    if not isinstance(namespace, dict):  # a sandbox's: its values are copies, and fetching them all costs
+        return found
     try:
-        items = list(run.executor.namespace.items())
+        items = list(namespace.items())
     except RuntimeError:  # changed while read; the names are a courtesy
         return found
     for name, value in items:

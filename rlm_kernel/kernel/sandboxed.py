@@ -28,6 +28,7 @@ class KernelSandboxExecutor(SandboxExecutor):
         if shared is not None:  # the sandboxed kernel's one confined kernel, where the person's cells run too
             shared.start()
             self.manager, self.client = shared.manager, shared.client
+            self.jobs = shared.jobs  # a handle a run's cell made still answers in a person's cell
             self.context_inside = True
         self.kernel = kernel
         self.channel = channel

@@ -18,11 +18,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..engine.background import Job
 from ..engine.capture import CellCapture, capturing
 from ..engine.execution import CellResult, Executor
 from ..engine.namespace import HELPER_NAMES, Entries, Final
 from ..errors import RLMError
 from . import launcher
+from .calls import JOB, Jobs, native
 from .inside import MARK
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ class SandboxExecutor(Executor):
         self.client: Any = None
         self.start_s: float | None = None
         self.namespace = SandboxNamespace(self)  # type: ignore[assignment]
+        self.jobs = Jobs()  # background jobs started from inside
         self.entries: SandboxEntries | None = None
         self.context_inside = False  # True: the run's `context` is the confined namespace's own
         self._inside_next: int | None = None  # the confined kernel's next execution count, when set from here
@@ -313,7 +316,12 @@ class SandboxExecutor(Executor):
         try:
             request = json.loads(prompt[len(MARK):])
             name, args, kwargs = request["name"], list(request["args"]), dict(request["kwargs"])
-            answer = {"value": self.helper(name)(*args, **kwargs)}
+            if name == JOB:  # a background job's handle inside asks about the job here
+                answer = {"value": self.jobs.ask(*args)}
+            else:
+                args, kwargs = native(name, args, kwargs)
+                value = self.helper(name)(*args, **kwargs)
+                answer = self.jobs.keep(value) if isinstance(value, Job) else {"value": value}
             text = json.dumps(answer, default=str)
         except KeyboardInterrupt:
             raise

@@ -58,10 +58,15 @@ class Reply:
 
 def _call_out(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     __tracebackhide__ = True
+    from rlm_kernel.sandbox.calls import SandboxJob, portable
+
+    args, kwargs = portable(name, args, kwargs)
     reply = json.loads(input(MARK + json.dumps({"name": name, "args": args, "kwargs": kwargs})))
     if "error" in reply:
         kind, message = reply["error"]
         raise type(kind, (Exception,), {"__module__": "rlm_kernel"})(message)
+    if "job" in reply:  # wait=False: the job runs outside
+        return SandboxJob(reply["job"], reply["helper"], _call_out)
     return reply["value"]
 
 
