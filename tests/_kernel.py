@@ -117,8 +117,8 @@ class Frontend(Kernel):
     the comm: ``hello``, ops to the kernel, cells run as JupyterLab runs them
     (the request names its cell); ``ops`` keeps every op the kernel sent."""
 
-    def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__("rlm", cwd, env=env)
+    def __init__(self, cwd: Path, env: dict[str, str] | None = None, name: str = "rlm") -> None:
+        super().__init__(name, cwd, env=env)
         self.comm_id = uuid.uuid4().hex
         self.ops: list[dict[str, Any]] = []
         self.cells: list[dict[str, Any]] = []
