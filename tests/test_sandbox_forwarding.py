@@ -146,7 +146,8 @@ def test_rlm_context_loads_a_file_into_the_confined_namespace(sandboxed):
 
     import nbformat
 
-    notebook = nbformat.read(sorted(Path(sandboxed.cwd, "rlm-runs").glob("*.ipynb"))[-1], as_version=4)
+    # this run's own notebook (names sort by the second, then a random run id: not by age)
+    notebook = nbformat.read(Path(sandboxed.cwd, sandboxed.value("rlm_result.notebook_path").strip("'")), as_version=4)
     assert notebook.cells[0].source == f"%rlm context {sandboxed.cwd / 'doc.txt'}"
 
 
