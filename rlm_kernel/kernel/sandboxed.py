@@ -11,11 +11,8 @@ from typing import Any
 
 from ..engine.execution import CellResult, install_shell_hooks
 from ..sandbox.executor import SandboxExecutor
-from ..sandbox.outputs import safe_message
+from ..sandbox.outputs import ask_person, republish
 from ..sinks.live import LiveChannel, step_msg_id
-
-FORWARDED = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
-             "comm_open", "comm_msg", "comm_close")
 
 
 class KernelSandboxExecutor(SandboxExecutor):
@@ -73,22 +70,11 @@ class KernelSandboxExecutor(SandboxExecutor):
             super().close()
 
     def forward(self, msg: dict[str, Any]) -> None:
-        if self._synthetic is None or msg["msg_type"] not in FORWARDED:
-            return
-        kernel = self.kernel
-        content = safe_message(msg["msg_type"], msg["content"])
-        if content is None:
-            return
-        if msg["msg_type"] == "execute_result":
-            content = {**content, "execution_count": self._count}
-        kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=self._synthetic,
-                            ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
+        if self._synthetic is not None:
+            republish(self.kernel, msg, self._synthetic, self._count)
 
     def person_input(self, prompt: str, password: bool) -> str:
-        try:
-            return self.kernel.getpass(prompt) if password else self.kernel.raw_input(prompt)
-        except Exception:  # noqa: BLE001 - a frontend without stdin: the code's input() gets nothing
-            return ""
+        return ask_person(self.kernel, prompt, password)
 
 
 __all__ = ["KernelSandboxExecutor"]

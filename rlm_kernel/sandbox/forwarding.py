@@ -23,10 +23,7 @@ from ..errors import RLMError
 from ..kernel.ipkernel import RLMKernel, _rlm_cell_to_await, _rlm_continue_to_await
 from . import launcher
 from .executor import SUBCALLS, SandboxExecutor
-from .outputs import safe_message
-
-OUTPUTS = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
-           "comm_open", "comm_msg", "comm_close")
+from .outputs import ask_person, republish
 
 
 def is_rlm_cell(code: str) -> bool:
@@ -93,22 +90,11 @@ class ConfinedKernel(SandboxExecutor):
         return reply["content"]
 
     def forward(self, msg: dict[str, Any]) -> None:
-        if self.parent is None or msg["msg_type"] not in OUTPUTS:
-            return
-        kernel = self.kernel
-        content = safe_message(msg["msg_type"], msg["content"])
-        if content is None:
-            return
-        if msg["msg_type"] == "execute_result":
-            content = {**content, "execution_count": kernel.execution_count}
-        kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=self.parent,
-                            ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
+        if self.parent is not None:
+            republish(self.kernel, msg, self.parent, self.kernel.execution_count)
 
     def person_input(self, prompt: str, password: bool) -> str:
-        try:
-            return self.kernel.getpass(prompt) if password else self.kernel.raw_input(prompt)
-        except Exception:  # noqa: BLE001 - no stdin on this request: the code's input() gets nothing
-            return ""
+        return ask_person(self.kernel, prompt, password)
 
 
 class Comms:
@@ -160,10 +146,8 @@ class Comms:
             parent = msg.get("parent_header") or {}
             with self._lock:
                 ours = parent.get("msg_id") in self.sent
-            content = safe_message(msg["msg_type"], msg["content"]) if ours and msg["msg_type"] in OUTPUTS else None
-            if content is not None:
-                kernel.session.send(kernel.iopub_socket, msg["msg_type"], content, parent=parent,
-                                    ident=kernel._topic(msg["msg_type"]), metadata=msg.get("metadata") or {})
+            if ours:
+                republish(kernel, msg, parent)
 
     def close(self) -> None:
         self._stop.set()

@@ -49,4 +49,32 @@ def safe_message(kind: str, content: dict[str, Any]) -> dict[str, Any] | None:
     return {**content, "data": kept}
 
 
-__all__ = ["safe_message"]
+FORWARDED = ("stream", "display_data", "update_display_data", "execute_result", "error", "clear_output",
+             "comm_open", "comm_msg", "comm_close")  # the confined kernel's iopub messages the page gets
+
+
+def republish(kernel: Any, msg: dict[str, Any], parent: dict[str, Any], execution_count: int | None = None) -> None:
+    """A confined kernel's iopub ``msg`` sent again on ``kernel``'s iopub under
+    ``parent``, made safe for the page (nothing that must not reach it); an
+    ``execute_result`` takes ``execution_count`` when given."""
+    kind = msg["msg_type"]
+    if kind not in FORWARDED:
+        return
+    content = safe_message(kind, msg["content"])
+    if content is None:
+        return
+    if kind == "execute_result" and execution_count is not None:
+        content = {**content, "execution_count": execution_count}
+    kernel.session.send(kernel.iopub_socket, kind, content, parent=parent, ident=kernel._topic(kind),
+                        metadata=msg.get("metadata") or {})
+
+
+def ask_person(kernel: Any, prompt: str, password: bool) -> str:
+    """``input()`` in confined code, asked of the person through ``kernel``'s stdin."""
+    try:
+        return kernel.getpass(prompt) if password else kernel.raw_input(prompt)
+    except Exception:  # noqa: BLE001 - no stdin on this request: the code's input() gets nothing
+        return ""
+
+
+__all__ = ["FORWARDED", "ask_person", "republish", "safe_message"]
