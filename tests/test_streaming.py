@@ -202,6 +202,33 @@ def test_a_streamed_run_counts_and_prices_exactly_as_a_whole_one(server, make_rl
                                                                           whole["completion_tokens"])
 
 
+def test_litellm_callbacks_a_person_set_still_hear_each_streamed_reply_whole(run_rlm):
+    # Without callbacks the engine stops reading at the usage that follows the finish reason (litellm would only
+    # put the reply together again for them); with one set, it reads to the end and the callback gets every reply.
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Heard(CustomLogger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.replies: list[str] = []
+
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            self.replies.append(response_obj.choices[0].message.content)
+
+    heard = Heard()
+    litellm.callbacks = [heard]
+    try:
+        result, _srv = run_rlm(root=[repl("print(6 * 7)"), "FINAL(42)"])
+        deadline = time.monotonic() + 10  # litellm calls it from a task after the stream's end
+        while len(heard.replies) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        litellm.callbacks = []
+    assert result.answer == "42"
+    assert heard.replies[:2] == [repl("print(6 * 7)"), "FINAL(42)"]
+
+
 def test_a_stream_of_usage_alone_is_an_empty_reply_and_the_run_goes_on(run_rlm):
     result, srv = run_rlm(root=[Reply(empty_choices=True), "FINAL(ok)"])
     assert result.answer == "ok" and len(srv.calls("root-model")) == 2

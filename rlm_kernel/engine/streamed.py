@@ -41,15 +41,18 @@ class Streamed:
 
     async def collect(self, litellm: Any, stream: Any, messages: list[dict[str, Any]],
                       deadline: float | None) -> Any:
-        """Read ``stream`` to its end (within ``deadline``); the whole response."""
+        """Read ``stream`` to its end (within ``deadline``), or to the usage
+        that follows the finish reason when litellm has no callbacks to call;
+        the whole response."""
         begun = time.monotonic()
         chunks: list[Any] = []
+        read = self._read(stream, chunks, begun, stop_at_usage=not _listened(litellm))
         try:
             if deadline is None:
-                await self._read(stream, chunks, begun)
+                await read
             else:
                 try:
-                    await asyncio.wait_for(self._read(stream, chunks, begun), max(0.0, deadline - time.monotonic()))
+                    await asyncio.wait_for(read, max(0.0, deadline - time.monotonic()))
                 except asyncio.TimeoutError:
                     raise ModelCallError("the run's time limit was reached during a model call", False) from None
         finally:
@@ -91,36 +94,51 @@ class Streamed:
             response.usage = self.usage
         return response
 
-    async def _read(self, stream: Any, chunks: list[Any], begun: float) -> None:
+    async def _read(self, stream: Any, chunks: list[Any], begun: float, stop_at_usage: bool) -> None:
         async for chunk in stream:
             chunks.append(chunk)
             usage = getattr(chunk, "usage", None)
             if usage is not None:
                 self.usage_seen = True
                 self.usage = usage
-            choices = getattr(chunk, "choices", None)
-            if not choices:
-                continue
-            finish = getattr(choices[0], "finish_reason", None)
-            if finish:
-                self.finish_reason = finish
-                if self.listener is not None and not self.finished:
-                    self.finished = True
+            self._take(chunk, begun)
+            if stop_at_usage and usage is not None and self.finished:
+                # The reply is whole. Asking for the next chunk would only
+                # have litellm put the whole reply together and price it
+                # again for its success callbacks, which nobody set.
+                break
+
+    def _take(self, chunk: Any, begun: float) -> None:
+        choices = getattr(chunk, "choices", None)
+        if not choices:
+            return
+        finish = getattr(choices[0], "finish_reason", None)
+        if finish:
+            self.finish_reason = finish
+            if not self.finished:
+                self.finished = True
+                if self.listener is not None:
                     self.listener.finished()
-            delta = getattr(choices[0], "delta", None)
-            if not self.rich and _rich(delta):
-                self.rich = True
-            content = getattr(delta, "content", None) or ""
-            reasoning = getattr(delta, "reasoning_content", None) or ""
-            if not (content or reasoning):
-                continue
-            if not self.started:
-                self.started = True
-                self.first_token_s = time.monotonic() - begun
-            self.content.append(content)
-            self.thoughts.append(reasoning)
-            if self.listener is not None:
-                self.listener.delta(content, reasoning)
+        delta = getattr(choices[0], "delta", None)
+        if not self.rich and _rich(delta):
+            self.rich = True
+        content = getattr(delta, "content", None) or ""
+        reasoning = getattr(delta, "reasoning_content", None) or ""
+        if not (content or reasoning):
+            return
+        if not self.started:
+            self.started = True
+            self.first_token_s = time.monotonic() - begun
+        self.content.append(content)
+        self.thoughts.append(reasoning)
+        if self.listener is not None:
+            self.listener.delta(content, reasoning)
+
+
+def _listened(litellm: Any) -> bool:
+    """Whether litellm has callbacks to tell when a stream ends."""
+    return any(getattr(litellm, name, None) for name in
+               ("success_callback", "_async_success_callback", "callbacks", "service_callback"))
 
 
 def _rich(delta: Any) -> bool:
