@@ -156,6 +156,8 @@ class RLM:
     def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, *, query: str,
                       context: Any, **start: Any) -> RunResult:
         executor = self._executor(output)
+        if self.options.sandbox:
+            executor.bind_context_files(start.get("sources"))  # type: ignore[attr-defined]
         frontends = Frontends(notebook=output, journal=None if output is None else journal_path(output),
                               sinks=[sink] if sink is not None else [])
         try:

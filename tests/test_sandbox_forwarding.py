@@ -5,6 +5,7 @@ restarts; ``%%rlm`` runs its agent's cells in the same confined namespace."""
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import time
@@ -149,6 +150,23 @@ def test_rlm_context_loads_a_file_into_the_confined_namespace(sandboxed):
     # this run's own notebook (names sort by the second, then a random run id: not by age)
     notebook = nbformat.read(Path(sandboxed.cwd, sandboxed.value("rlm_result.notebook_path").strip("'")), as_version=4)
     assert notebook.cells[0].source == f"%rlm context {sandboxed.cwd / 'doc.txt'}"
+
+
+def test_rlm_context_of_a_hidden_file_reads_it_inside_from_the_read_only_inbox(sandboxed, tmp_path):
+    # the confined kernel runs already: a file in /tmp (hidden from it) comes in linked or copied, read-only
+    doc = tmp_path / "elsewhere.txt"
+    doc.write_text("words from a hidden place")
+    reply, _ = sandboxed.execute(f"%rlm context {doc}")
+    assert reply["status"] == "ok", reply
+    assert sandboxed.value("context") == "'words from a hidden place'"
+    assert sandboxed.value("__rlm_sandbox__.context_from") == "'files'"
+    assert sandboxed.value(f"__import__('os').path.exists({str(doc)!r})") == "False"  # the file itself stays hidden
+    code = ("import glob, os\n"
+            "inbox = glob.glob(os.environ['TMPDIR'] + '/../inbox/*elsewhere.txt')\n"
+            "try:\n    open(inbox[0], 'a').write('x')\nexcept OSError as error:\n    print('refused', error.errno)")
+    reply, messages = sandboxed.execute(code)
+    assert reply["status"] == "ok" and f"refused {errno.EROFS}" in texts(messages, "stream"), messages
+    assert doc.read_text() == "words from a hidden place"
 
 
 def _command_lines() -> str:

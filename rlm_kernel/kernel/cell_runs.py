@@ -87,6 +87,9 @@ class CellRun:
                                                       shared=shared)
             else:
                 executor = SandboxExecutor(spec)
+            if shared is None:
+                executor.bind_context_files(sources)
+                executor.context_encoding = getattr(getattr(shell, "rlm_magics", None), "context_encoding", "utf-8")
         elif kernel is not None:
             from .executor import KernelExecutor
 

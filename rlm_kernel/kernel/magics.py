@@ -39,6 +39,7 @@ class RLMMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.context_sources: list[str] | None = None
+        self.context_encoding = "utf-8"
         self._loaded_value: Any = None
         self._clients: Any = None
         self.runs = SessionRuns()  # the runs a later %%rlm builds on
@@ -76,7 +77,7 @@ class RLMMagics(Magics):
         started = time.perf_counter()
         loaded = load_context(args.paths, encoding=args.encoding)
         self.shell.user_ns["context"] = loaded.value
-        self.context_sources = loaded.sources
+        self.context_sources, self.context_encoding = loaded.sources, loaded.encoding
         self._loaded_value = loaded.value
         elapsed = time.perf_counter() - started
         print(f"{describe_context(loaded.value, loaded.sources)} ({elapsed:.2f} s)")

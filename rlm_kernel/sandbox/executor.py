@@ -25,6 +25,7 @@ from ..engine.namespace import HELPER_NAMES, Entries, Final
 from ..errors import RLMError
 from . import launcher
 from .calls import JOB, Jobs, native
+from .context_files import Inbox, fingerprint
 from .inside import MARK
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class SandboxEntries(Entries):
         if self.executor.context_inside:
             setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
         elif "context" in values:
-            setup["context_file"] = self.executor.context_file(values["context"])
+            setup["context_file"] = self.executor.hand_over("context", values["context"], self.run.sources)
         self.booted = True
         self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
 
@@ -151,6 +152,8 @@ class SandboxExecutor(Executor):
         self.restored_last = False  # the last thing the confined kernel did was the entries' restore
         self.announced: list[str] | None = None  # restored before the next cell, as the last cell's report said
         self._files = 0
+        self.inbox = Inbox(spec.inbox, launcher.hidden_roots(), [str(spec.folder.resolve()), str(spec.state.resolve())])
+        self.context_encoding = "utf-8"  # what the files a context came from are read with
 
     def start(self) -> None:
         """Start the confined kernel (on the code thread, which alone talks to it)."""
@@ -177,6 +180,28 @@ class SandboxExecutor(Executor):
         else:
             launcher.shutil.rmtree(self.spec.state, ignore_errors=True)
 
+    def bind_context_files(self, sources: list[str] | None) -> None:
+        """Before the start: the files a run's context came from, bound read-only at their own paths."""
+        if self.client is None:
+            for source in sources or []:
+                self.inbox.inside_path(source, can_bind=self.spec.bound)
+
+    def hand_over(self, name: str, value: Any, sources: list[str] | None) -> str | None:
+        """Have the inside hold ``value`` as ``name``: read there from the
+        files it was loaded from (None: it did, ``set`` and the setup take it
+        from there) or, for a value made in code or files that no longer hold
+        it, passed through a file (its path). See ``context_files``."""
+        expected = fingerprint(value) if sources else None
+        if expected is not None:
+            bind = None if self.client is not None else self.spec.bound  # before the start: bound at launch
+            try:
+                paths = [self.inbox.inside_path(source, can_bind=bind) for source in sources or []]
+            except OSError:
+                paths = []
+            if paths and self.call("read", name, paths, self.context_encoding, expected) is None:
+                return None
+        return self.context_file(value)
+
     def context_file(self, value: Any) -> str:
         """``value`` for the inside to load: a pickle in the sandbox's state folder
         (written here, read there; nothing is ever unpickled on this side)."""
@@ -198,7 +223,7 @@ class SandboxExecutor(Executor):
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
         self.start()
-        if self.entries is not None and method not in ("get", "names", "set", "loaded", "number"):
+        if self.entries is not None and method not in ("get", "names", "set", "read", "loaded", "number"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]

@@ -176,8 +176,10 @@ class SandboxedRLMKernel(RLMKernel):
         if is_rlm_cell(code):
             reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
             namespace, confined = self.shell.user_ns, self.rlm_sandbox
-            if "context" in namespace:  # `%rlm context PATH` loaded it here: it belongs inside
-                confined.call("set", "context", confined.context_file(namespace.pop("context")))
+            if "context" in namespace:  # `%rlm context PATH` loaded it here: it belongs inside, read there again
+                value, magics = namespace.pop("context"), self.shell.rlm_magics
+                confined.context_encoding = magics.context_encoding
+                confined.call("set", "context", confined.hand_over("context", value, magics.context_sources))
             if "rlm_result" in namespace:  # a run's result, for the person's cells: its figures as plain data
                 confined.call("set", "rlm_result", confined.context_file(result_summary(namespace.pop("rlm_result"))))
             return reply

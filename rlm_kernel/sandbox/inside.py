@@ -89,6 +89,8 @@ class Bootstrap:
         self.run: Any = None
         self.entries: Any = None
         self.loaded: dict[str, Any] = {}  # what `set` put in the namespace
+        self.read_values: dict[str, Any] = {}  # loaded from files by `read`, for `set` or the setup to take
+        self.context_from: str | None = None  # "files": read here from its files; "value": passed through a file
         self.pending = False  # a restore the last cell's report announced, done before the next cell
         shell.events.register("pre_run_cell", self._before_cell)
         shell.events.register("post_run_cell", self._after_cell)
@@ -101,7 +103,9 @@ class Bootstrap:
         self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
         context = self.shell.user_ns.get("context") if setup.get("context_inside") else None
         if setup.get("context_file"):
-            context = _load(setup["context_file"])
+            context, self.context_from = _load(setup["context_file"]), "value"
+        elif "context" in self.read_values:
+            context, self.context_from = self.read_values.pop("context"), "files"
         helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
         tools = {n: _stub(n) for n in setup.get("tools", [])}
         self.run = SimpleNamespace(
@@ -117,8 +121,13 @@ class Bootstrap:
             return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
         if method == "get":
             return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
+        if method == "read":  # `context` from the files it was loaded from outside: None, or why not
+            return Reply(self.read(*args))
         if method == "set":  # `context` (`%rlm context PATH`) or `rlm_result`, made outside, for the person's cells
-            self.shell.user_ns[args[0]] = self.loaded[args[0]] = _load(args[1])
+            value = self.read_values.pop(args[0]) if args[1] is None else _load(args[1])
+            self.shell.user_ns[args[0]] = self.loaded[args[0]] = value
+            if args[0] == "context":
+                self.context_from = "files" if args[1] is None else "value"
             return Reply(None)
         if method == "loaded":  # is `name` still the value set from outside (not rebound by a cell)?
             return Reply(args[0] in self.loaded and self.shell.user_ns.get(args[0]) is self.loaded[args[0]])
@@ -148,6 +157,24 @@ class Bootstrap:
         if method == "variables":
             return Reply(entries._variables())
         raise ValueError(method)
+
+    def read(self, name: str, paths: list[str], encoding: str, expected: list[Any]) -> str | None:
+        """Load ``name`` here with the engine's own loader from ``paths`` (the
+        files outside loaded it from, read-only here); kept for ``set`` or the
+        setup when it is what outside holds (``expected``: its fingerprint)."""
+        from rlm_kernel.engine.context import load_context
+        from rlm_kernel.sandbox.context_files import fingerprint
+
+        try:
+            value: Any = load_context(paths, encoding=encoding, skip_binary=False).value
+        except Exception as error:  # noqa: BLE001 - said outside, which passes the value through a file instead
+            return f"{type(error).__name__}: {error}"
+        if expected[0] == "list" and isinstance(value, str):
+            value = [value]  # one text file of a folder whose other files were skipped
+        if fingerprint(value) != expected:
+            return "the files no longer hold what was loaded from them"
+        self.read_values[name] = value
+        return None
 
     def number(self, count: int) -> Reply:
         self.shell.execution_count = int(count)

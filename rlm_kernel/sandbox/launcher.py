@@ -3,9 +3,11 @@ bubblewrap, reached over jupyter_client's ipc transport (TCP cannot cross
 ``--unshare-net``).
 
 What it may see: the whole file system read-only, except the sandbox folder
-(read-write) and a private state folder (its sockets, its temp folder, the
-context file); ``/tmp``, ``/run`` and the home folder hidden behind empty
-tmpfs mounts (other programs' files and unix sockets live there); a fresh
+(read-write) and a private state folder (its sockets, its temp folder, a
+context made in code; its inbox of context files read-only); ``/tmp``,
+``/run`` and the home folder hidden behind empty tmpfs mounts (other
+programs' files and unix sockets live there), but for the context files a
+run named before the start, bound read-only at their own paths; a fresh
 network namespace with only its own loopback; its own pid namespace; an
 environment made only of :data:`ALLOWED_ENV` (no provider keys, no secrets).
 """
@@ -35,10 +37,16 @@ class SandboxSpec:
     memory_mb: int = 2048
     cpu_seconds: float = 300.0  # per cell
     state: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlm-sandbox-")))
+    bound: list[str] = field(default_factory=list)  # files bound read-only at their own paths (a run's context)
 
     @property
     def tmp(self) -> Path:
         return self.state / "tmp"
+
+    @property
+    def inbox(self) -> Path:
+        """Context files named after the start, linked or copied here; read-only inside."""
+        return self.state / "inbox"
 
 
 def check_available() -> str:
@@ -56,7 +64,7 @@ def check_available() -> str:
     return path
 
 
-def _hidden_roots() -> list[str]:
+def hidden_roots() -> list[str]:
     home = os.path.expanduser("~")
     roots = ["/tmp", "/run"]
     if home not in ("/", "") and not any(home == r or home.startswith(r + "/") for r in roots):
@@ -64,14 +72,14 @@ def _hidden_roots() -> list[str]:
     return roots
 
 
-def _under(path: str, roots: list[str]) -> bool:
+def under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
     """The command line that starts the kernel confined; ``{connection_file}``
     is filled in by jupyter_client."""
-    hidden = _hidden_roots()
+    hidden = hidden_roots()
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for root in hidden:
@@ -82,10 +90,13 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
     needed = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
               str(Path(os.path.realpath(__file__)).parent.parent.parent)}
     for path in sorted(needed):
-        if _under(path, hidden):
+        if under(path, hidden):
             argv += ["--ro-bind", path, path]
+    for path in spec.bound:
+        argv += ["--ro-bind", path, path]
     folder, state = str(spec.folder.resolve()), str(spec.state.resolve())
-    argv += ["--bind", state, state, "--bind", folder, folder, "--chdir", folder, "--clearenv"]
+    argv += ["--bind", state, state, "--ro-bind", str(spec.inbox.resolve()), str(spec.inbox.resolve()),
+             "--bind", folder, folder, "--chdir", folder, "--clearenv"]
     env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
     env.update(HOME=folder, TMPDIR=str(spec.tmp), IPYTHONDIR=str(spec.state / "ipython"),
                JUPYTER_RUNTIME_DIR=str(spec.state / "runtime"), MPLCONFIGDIR=str(spec.tmp / "matplotlib"),
@@ -104,7 +115,7 @@ def start_kernel(spec: SandboxSpec, *, startup_timeout: float = 60.0) -> tuple[A
     from jupyter_client.manager import KernelManager
 
     spec.folder.mkdir(parents=True, exist_ok=True)
-    for part in ("tmp", "ipython", "runtime"):
+    for part in ("tmp", "ipython", "runtime", "inbox"):
         (spec.state / part).mkdir(parents=True, exist_ok=True)
     manager = KernelManager(transport="ipc", ip=str(spec.state / "k"),
                             connection_file=str(spec.state / "kernel.json"))
@@ -137,4 +148,5 @@ def stop_kernel(manager: Any, client: Any, spec: SandboxSpec) -> None:
             shutil.rmtree(spec.state, ignore_errors=True)
 
 
-__all__ = ["ALLOWED_ENV", "INSTALL", "SandboxSpec", "bwrap_argv", "check_available", "start_kernel", "stop_kernel"]
+__all__ = ["ALLOWED_ENV", "INSTALL", "SandboxSpec", "bwrap_argv", "check_available", "hidden_roots", "start_kernel",
+           "stop_kernel", "under"]
