@@ -123,6 +123,29 @@ def test_a_cell_past_its_cpu_seconds_is_stopped_and_the_run_goes_on(run_rlm, tmp
     assert result.answer == "done"
 
 
+def test_code_cannot_lift_its_cpu_limit_and_a_cell_that_ignores_it_is_killed_and_the_run_goes_on(run_rlm, tmp_path):
+    lift = ("import resource, signal\n"
+            "try:\n"
+            "    resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+            "    print('lifted')\n"
+            "except (ValueError, OSError) as error:\n"
+            "    print('refused:', error)\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_CPU)\n"
+            "print('hard limit set', hard != resource.RLIM_INFINITY)")
+    spin = ("import resource, signal\n"
+            "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+            "hard = resource.getrlimit(resource.RLIMIT_CPU)[1]\n"
+            "resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))  # the soft limit as far as it goes\n"
+            "while True:\n    pass")
+    result, _ = run_rlm(root=[repl(lift), repl(spin), repl("x = 1\nprint('a new kernel ran this')"), "FINAL(done)"],
+                        sandbox=True, sandbox_dir=str(tmp_path), sandbox_cpu=1.0, cell_timeout=60)
+    first, killed, after = _code_cells(result)
+    assert "refused:" in cell_text(first) and "hard limit set True" in cell_text(first), cell_text(first)
+    assert _error(killed) == "SandboxKernelDied" and "next cell starts a new one" in cell_text(killed)
+    assert cell_text(after).strip() == "a new kernel ran this"
+    assert result.answer == "done"
+
+
 def test_a_missing_bubblewrap_is_one_sentence_and_never_a_fallback(run_rlm, tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "BWRAP", "bwrap-not-installed")
     with pytest.raises(RLMError) as caught:

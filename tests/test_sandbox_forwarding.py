@@ -169,6 +169,14 @@ def test_rlm_context_of_a_hidden_file_reads_it_inside_from_the_read_only_inbox(s
     assert doc.read_text() == "words from a hidden place"
 
 
+def test_a_confined_kernel_that_dies_in_a_persons_cell_is_said_and_replaced(sandboxed):
+    reply, messages = sandboxed.execute("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert reply["status"] == "error" and reply["ename"] == "SandboxKernelDied", reply
+    assert "SandboxKernelDied: the sandboxed execution kernel died" in texts(messages, "error"), messages
+    reply, messages = sandboxed.execute("print('alive again', 6 * 7)")
+    assert reply["status"] == "ok" and "alive again 42" in texts(messages, "stream"), messages
+
+
 def _command_lines() -> str:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
 AFTER = "__rlm_sandbox__.after()"
+DEATH_CHECK_S = 0.5  # how often a request with nothing to read asks whether the confined kernel still lives
 
 
 def decode(encoded: Any) -> Any:
@@ -154,12 +155,14 @@ class SandboxExecutor(Executor):
         self._files = 0
         self.inbox = Inbox(spec.inbox, launcher.hidden_roots(), [str(spec.folder.resolve()), str(spec.state.resolve())])
         self.context_encoding = "utf-8"  # what the files a context came from are read with
+        self.limits = launcher.CPULimit(None, spec.cpu_seconds)
 
     def start(self) -> None:
         """Start the confined kernel (on the code thread, which alone talks to it)."""
         if self.client is None:
             started = time.monotonic()
             self.manager, self.client = launcher.start_kernel(self.spec)
+            self.limits = launcher.CPULimit(self.manager, self.spec.cpu_seconds)
             self.silent("import rlm_kernel.sandbox.inside as _rlm_inside\n_rlm_inside.install(get_ipython())\n"
                         "del _rlm_inside")
             self.start_s = time.monotonic() - started
@@ -270,6 +273,8 @@ class SandboxExecutor(Executor):
         self.start()
         self.restored_last = False
         self.announced = None  # anything the confined kernel runs may change what a restore finds
+        if not silent:
+            self.limits.before_cell()
         client = self.client
         msg_id = client.execute(code, silent=silent, store_history=not silent if store_history is None else store_history,
                                 allow_stdin=True, user_expressions=expressions)
@@ -281,9 +286,14 @@ class SandboxExecutor(Executor):
         reply: dict[str, Any] | None = None
         idle = False
         interrupted_at: float | None = None
+        checked = time.monotonic()
         while reply is None or not idle:
             try:
                 ready = dict(poller.poll(50))
+                if not ready and time.monotonic() - checked > DEATH_CHECK_S:
+                    checked = time.monotonic()
+                    if not launcher.alive(self.manager):
+                        return self._died(capture)
                 for socket, channel in sockets.items():
                     if socket not in ready:
                         continue
@@ -306,6 +316,26 @@ class SandboxExecutor(Executor):
                     interrupted_at = time.monotonic()
                     self.manager.interrupt_kernel()
         return reply
+
+    def _died(self, capture: CellCapture | None) -> dict[str, Any]:
+        """The confined kernel died during a request (killed at its CPU or
+        memory limit, or crashed): said as the cell's error; the next request
+        starts a new one (its variables are gone; a run's setup is sent again)."""
+        why = ("the sandboxed execution kernel died during this cell (killed at its CPU or memory limit, or it "
+               "crashed); its variables are gone, and the next cell starts a new one")
+        content = {"status": "error", "ename": "SandboxKernelDied", "evalue": why, "traceback": [f"SandboxKernelDied: {why}"],
+                   "execution_count": None}
+        self._output("error", {"msg_type": "error", "content": content, "metadata": {}}, capture)
+        try:
+            self.client.stop_channels()
+            self.manager.shutdown_kernel(now=True)
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        self.client = self.manager = None
+        self._inside_next = None
+        if self.entries is not None:
+            self.entries.booted = False
+        return {"content": content}
 
     def _output(self, kind: str, msg: dict[str, Any], capture: CellCapture | None) -> None:
         content = msg["content"]

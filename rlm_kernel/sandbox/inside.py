@@ -204,8 +204,9 @@ class Bootstrap:
         if self.cpu_seconds:
             used = resource.getrusage(resource.RUSAGE_SELF)
             spent = used.ru_utime + used.ru_stime
-            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-            resource.setrlimit(resource.RLIMIT_CPU, (int(spent + self.cpu_seconds) + 1, hard))
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)  # set from outside before the cell, where it can be
+            soft = int(spent + self.cpu_seconds) + 1
+            resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
     def _after_cell(self, *_: Any) -> None:
         end_left_processes()

@@ -15,6 +15,7 @@ environment made only of :data:`ALLOWED_ENV` (no provider keys, no secrets).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,56 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
     return argv
 
 
+class CPULimit:
+    """The per-cell CPU limit, set on the confined kernel from outside
+    (``prlimit``) before each cell: a soft limit ``cpu_seconds`` past what it
+    has used (SIGXCPU: the inside stops the cell with an error) and a hard
+    one a little further (SIGKILL), which nothing inside can raise (that
+    takes CAP_SYS_RESOURCE outside its user namespace)."""
+
+    GRACE_S = 5  # between the soft and the hard limit: the cell's error is raised and shown
+
+    def __init__(self, manager: Any, cpu_seconds: float) -> None:
+        self.cpu_seconds = cpu_seconds
+        self.pid = _kernel_pid(manager) if manager is not None and cpu_seconds else None
+
+    def before_cell(self) -> None:
+        if self.pid is None:
+            return
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+            soft = int(used + self.cpu_seconds) + 1
+            resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, soft + self.GRACE_S))
+        except (OSError, ValueError, IndexError):
+            self.pid = None  # gone (a death the request will see), or not ours to limit: the inside's own limit stays
+
+
+def alive(manager: Any) -> bool:
+    """Whether the confined kernel's bwrap still runs (it ends with the kernel)."""
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    return process is not None and process.poll() is None
+
+
+def _kernel_pid(manager: Any) -> int | None:
+    """The host pid of the confined kernel: the first process under bwrap that is not bwrap itself."""
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    todo = [process.pid] if process is not None else []
+    while todo:
+        pid = todo.pop(0)
+        try:
+            with open(f"/proc/{pid}/comm") as handle:
+                if handle.read().strip() != "bwrap":
+                    return pid
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    todo.extend(int(child) for child in handle.read().split())
+        except OSError:
+            continue
+    return None
+
+
 def start_kernel(spec: SandboxSpec, *, startup_timeout: float = 60.0) -> tuple[Any, Any]:
     """Start the confined kernel; return (KernelManager, BlockingKernelClient), ready."""
     bwrap = check_available()
@@ -148,5 +199,5 @@ def stop_kernel(manager: Any, client: Any, spec: SandboxSpec) -> None:
             shutil.rmtree(spec.state, ignore_errors=True)
 
 
-__all__ = ["ALLOWED_ENV", "INSTALL", "SandboxSpec", "bwrap_argv", "check_available", "hidden_roots", "start_kernel",
-           "stop_kernel", "under"]
+__all__ = ["ALLOWED_ENV", "INSTALL", "CPULimit", "SandboxSpec", "alive", "bwrap_argv", "check_available", "hidden_roots",
+           "start_kernel", "stop_kernel", "under"]
