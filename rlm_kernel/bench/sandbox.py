@@ -68,19 +68,23 @@ def _run_once(sandboxed: bool, steps: int, folder: Path) -> float:
     return took
 
 
-def run_sandbox(*, steps: int = 20, repeats: int = 3, progress: Progress = quiet) -> dict[str, Any]:
+def run_sandbox(*, steps: int = 40, repeats: int = 5, progress: Progress = quiet) -> dict[str, Any]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     folder = Path(tempfile.mkdtemp(prefix="rlm-bench-sandbox-"))
     progress("warming up (litellm's import, a first confined kernel)")
     _run_once(False, 1, folder)
     _start_once(True, folder)
+    kinds = (("unconfined", False), ("sandboxed", True))
+    times: dict[str, dict[str, list[float]]] = {label: {"start": [], "one": [], "many": []} for label, _ in kinds}
+    for turn in range(repeats):  # in turns, so a change in the machine's load falls on both alike
+        progress(f"turn {turn + 1} of {repeats}: start, a run of 1 step and one of {steps}, unconfined then sandboxed")
+        for label, sandboxed in kinds:
+            times[label]["start"].append(_start_once(sandboxed, folder))
+            times[label]["one"].append(_run_once(sandboxed, 1, folder))
+            times[label]["many"].append(_run_once(sandboxed, steps, folder))
     figures: dict[str, dict[str, float | None]] = {}
-    for label, sandboxed in (("unconfined", False), ("sandboxed", True)):
-        progress(f"{label}: start x{repeats}")
-        start = median(_start_once(sandboxed, folder) for _ in range(repeats))
-        progress(f"{label}: runs of 1 and {steps} steps x{repeats}")
-        one = median(_run_once(sandboxed, 1, folder) for _ in range(repeats))
-        many = median(_run_once(sandboxed, steps, folder) for _ in range(repeats))
+    for label, _ in kinds:
+        start, one, many = (median(times[label][part]) for part in ("start", "one", "many"))
         per_step = (many - one) / max(steps - 1, 1) if many is not None and one is not None else None
         figures[label] = {"start_s": start, "run_1_step_s": one, f"run_{steps}_steps_s": many, "per_step_s": per_step}
     plain, boxed = figures["unconfined"], figures["sandboxed"]

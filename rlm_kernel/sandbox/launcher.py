@@ -105,6 +105,7 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     argv += ["--", sys.executable, "-m", "rlm_kernel.sandbox.inside", "--memory-mb", str(spec.memory_mb),
+             "--HistoryManager.hist_file=:memory:",  # no SQLite write per cell: the state folder ends with the kernel
              "-f", "{connection_file}"]
     return argv
 
