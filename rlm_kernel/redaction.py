@@ -13,6 +13,9 @@ _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
 _REMEMBERED: set[str] = set()
 
 
+_LAST: tuple[Any, list[tuple[str, str]]] | None = None  # (what it was worked out from, the secrets)
+
+
 def remember_secret(value: str | None) -> None:
     """Treat ``value`` (a key given in code, not in the environment) as a secret from now on."""
     if value and len(value) >= 8:
@@ -21,12 +24,20 @@ def remember_secret(value: str | None) -> None:
 
 def secret_values() -> list[tuple[str, str]]:
     """(secret, placeholder) for every key or token in the environment and
-    every remembered one, longest first."""
+    every remembered one, longest first. Worked out again only when the
+    environment or the remembered keys changed (a run asks a few times a step)."""
+    global _LAST
+    raw = getattr(os.environ, "_data", None)  # the environment as bytes: a snapshot costs a copy, not a decode
+    state = (tuple(raw.items()) if isinstance(raw, dict) else None, frozenset(_REMEMBERED))
+    if state[0] is not None and _LAST is not None and _LAST[0] == state:
+        return list(_LAST[1])
     found = {value: f"<{name}>" for name, value in os.environ.items()
              if value and len(value) >= 8 and _SECRET_ENV.search(name)}
-    for value in list(_REMEMBERED):
+    for value in state[1]:
         found.setdefault(value, "<api_key>")
-    return sorted(found.items(), key=lambda item: -len(item[0]))
+    secrets = sorted(found.items(), key=lambda item: -len(item[0]))
+    _LAST = (state, secrets)
+    return list(secrets)
 
 
 def redact_secrets(text: str, secrets: list[tuple[str, str]] | None = None) -> str:

@@ -317,3 +317,15 @@ def test_a_key_shaped_string_printed_by_generated_code_never_reaches_the_noteboo
     assert result.reason == "final"
     text = out.read_text(encoding="utf-8")
     assert "found" in text and key not in text and "<redacted>" in text
+
+
+def test_a_key_set_or_remembered_after_an_earlier_redaction_is_redacted_too(monkeypatch):
+    from rlm_kernel.redaction import redact_secrets, remember_secret
+
+    assert redact_secrets("nothing secret here") == "nothing secret here"
+    monkeypatch.setenv("LATE_API_KEY", "late-key-value-1234")
+    assert redact_secrets("it is late-key-value-1234") == "it is <LATE_API_KEY>"
+    remember_secret("given-in-code-5678")
+    assert redact_secrets("and given-in-code-5678") == "and <api_key>"
+    monkeypatch.delenv("LATE_API_KEY")
+    assert redact_secrets("it is late-key-value-1234") == "it is late-key-value-1234"

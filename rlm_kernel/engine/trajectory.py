@@ -20,6 +20,16 @@ def new_cell_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def new_cell(cell_type: str, source: str, cell_id: str, metadata: dict[str, Any]) -> NotebookNode:
+    """A markdown or code cell as ``nbformat.v4.new_*_cell`` makes it, without
+    checking each against the schema as it is made (a run makes a few a
+    step; the notebook is validated whole when it is written)."""
+    cell: dict[str, Any] = {"id": cell_id, "cell_type": cell_type, "metadata": metadata, "source": source}
+    if cell_type == "code":
+        cell.update(execution_count=None, outputs=[])
+    return nbformat.from_dict(cell)
+
+
 def _meta(run_id: str, step: int, role: str, **extra: Any) -> dict[str, Any]:
     return {"rlm": {"run_id": run_id, "step": step, "role": role, **{k: v for k, v in extra.items() if v is not None}}}
 
@@ -33,8 +43,8 @@ def thought_cell(run_id: str, step: int, text: str, thinking: str | None = None,
                  **extra: Any) -> NotebookNode:
     """The model's prose; its thinking (if any) folded above it and kept whole
     in ``metadata.rlm.thinking``."""
-    return nbformat.v4.new_markdown_cell(thought_source(text, thinking), id=cell_id or new_cell_id(),
-                                         metadata=_meta(run_id, step, "thought", thinking=thinking or None, **extra))
+    return new_cell("markdown", thought_source(text, thinking), cell_id or new_cell_id(),
+                    _meta(run_id, step, "thought", thinking=thinking or None, **extra))
 
 
 def thought_source(text: str, thinking: str | None = None) -> str:
@@ -51,7 +61,7 @@ def thinking_block(thinking: str) -> str:
 
 
 def code_cell(run_id: str, step: int, code: str, *, cell_id: str | None = None, **extra: Any) -> NotebookNode:
-    return nbformat.v4.new_code_cell(code, id=cell_id or new_cell_id(), metadata=_meta(run_id, step, "code", **extra))
+    return new_cell("code", code, cell_id or new_cell_id(), _meta(run_id, step, "code", **extra))
 
 
 # Why a code cell of a step did not run, as ``metadata.rlm.skipped`` records it.
