@@ -84,6 +84,29 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         started.shutdown()
 
 
+def _watch_loops_marked_running() -> None:
+    """Remember where the test thread last had a loop marked running (what
+    the guard below says when a test leaves one): asyncio's loops mark
+    themselves through ``asyncio.events._set_running_loop``."""
+    import asyncio.events
+    import threading
+    import traceback
+
+    mark = asyncio.events._set_running_loop
+    main = threading.main_thread()
+
+    def watched(loop: Any) -> None:
+        if loop is not None and threading.current_thread() is main:
+            _LOOP_MARKS[:] = [traceback.StackSummary.extract(traceback.walk_stack(None), limit=14, lookup_lines=False)]
+        mark(loop)
+
+    asyncio.events._set_running_loop = watched
+
+
+_LOOP_MARKS: list[Any] = []  # the last stack that marked one, its lines read only when it is shown
+_watch_loops_marked_running()
+
+
 @pytest.fixture(autouse=True)
 def _no_event_loop_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """Isolation: a test that leaves an asyncio loop marked running on the
@@ -99,5 +122,6 @@ def _no_event_loop_left_running(request: pytest.FixtureRequest) -> Iterator[None
         return
     if asyncio.events._get_running_loop() is not None:
         asyncio.events._set_running_loop(None)
-        warnings.warn(f"{request.node.nodeid} left an asyncio event loop marked running on its thread",
-                      RuntimeWarning, stacklevel=1)
+        where = "".join(reversed(_LOOP_MARKS[0].format())) if _LOOP_MARKS else "(not seen being marked)\n"
+        warnings.warn(f"{request.node.nodeid} left an asyncio event loop marked running on its thread; it was "
+                      f"marked here:\n{where}", RuntimeWarning, stacklevel=1)
