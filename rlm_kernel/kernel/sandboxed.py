@@ -6,13 +6,13 @@ step. Sub-call views are this kernel's own widgets (the sub-calls run here)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from ..engine.execution import CellResult, install_shell_hooks
 from ..sandbox.executor import SandboxExecutor
 from ..sandbox.outputs import ask_person, republish
-from ..sinks.live import LiveChannel, step_msg_id
+from ..sinks.live import LiveChannel
+from .executor import step_parent
 
 
 class KernelSandboxExecutor(SandboxExecutor):
@@ -35,32 +35,18 @@ class KernelSandboxExecutor(SandboxExecutor):
         install_shell_hooks(kernel.shell)  # the sub-call views, displayed here, also go into the cell's capture
 
     def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
-        kernel = self.kernel
-        parent = kernel.get_parent("shell") or {}
-        ident = kernel._shell_parent_ident.get() if hasattr(kernel, "_shell_parent_ident") else b""
-        msg_id = step_msg_id(cell_id)
-        header = {**(parent.get("header") or {}), "msg_id": msg_id, "msg_type": "execute_request"}
-        synthetic = {**parent, "header": header, "msg_id": msg_id,
-                     "metadata": {**(parent.get("metadata") or {}), "cellId": cell_id}}
-        if self.channel is not None:
-            self.channel.cell_started(self.run_id, cell_id, msg_id)
-        kernel.set_parent(ident, synthetic, "shell")
-        self._synthetic = synthetic
+        kernel, channel = self.kernel, self.channel
+        announce = None if channel is None else lambda msg_id: channel.cell_started(self.run_id, cell_id, msg_id)
         self._count = count = kernel.shell.execution_count  # the page numbers cells by this kernel's count, as for any step
         try:
-            kernel._publish_execute_input(code, synthetic, count)
-            result = super().execute(code, cell_id=cell_id, view_limit=view_limit)
-            result.execution_count = count
-            return result
+            with step_parent(kernel, cell_id, code, count, announce) as synthetic:
+                self._synthetic = synthetic
+                result = super().execute(code, cell_id=cell_id, view_limit=view_limit)
+                result.execution_count = count
+                return result
         finally:
             kernel.shell.execution_count = count + 1
             self._synthetic = None
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            kernel.set_parent(ident, parent, "shell")
 
     def cell_number(self) -> int | None:
         return self._count
