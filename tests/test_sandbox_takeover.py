@@ -119,3 +119,20 @@ def test_continue_rebuilds_the_history_and_goes_on_in_the_confined_namespace(pag
     assert "doubled 42 pid 2" in texts(messages, "stream")  # the confined namespace still held x
     assert "x is 21" in seen[-2] and "old step" not in seen[-2]  # the rebuilt history, up to the chosen cell
     assert page.value("rlm_result.answer") == repr("after continue")
+
+
+def test_a_run_whose_cell_kills_the_confined_kernel_goes_on_in_a_new_one_the_persons_cells_share(page):
+    page.execute("context = 'gone with the kernel'")
+    with ScriptedServer(Router({"root-model": [
+        repl("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
+        repl("print('next step, context:', context)\nleft = 'made after'"),
+        "FINAL(went on)",
+    ]})) as srv:
+        reply, messages = page.run_cell(f"%%rlm {_flags(srv)}\ngo", "query-died", timeout=60)
+    assert reply["status"] == "ok", reply
+    assert page.value("rlm_result.answer") == "'went on'"
+    shown = texts(messages, "stream", "error")
+    # the run's context is handed to the new kernel again; what the person's cells made before is gone
+    assert "SandboxKernelDied" in shown and "next step, context: gone with the kernel" in shown, shown
+    reply, messages = page.execute("print(left)")  # the person's cells run in the new confined kernel the run used
+    assert reply["status"] == "ok" and "made after" in texts(messages, "stream"), messages

@@ -23,8 +23,7 @@ class KernelSandboxExecutor(SandboxExecutor):
         super().__init__(shared.spec if shared is not None else spec, **kwargs)
         self.shared = shared
         if shared is not None:  # the sandboxed kernel's one confined kernel, where the person's cells run too
-            shared.start()
-            self.manager, self.client = shared.manager, shared.client
+            self.start()
             self.jobs = shared.jobs  # a handle a run's cell made still answers in a person's cell
             self.context_inside = True
         self.kernel = kernel
@@ -33,6 +32,18 @@ class KernelSandboxExecutor(SandboxExecutor):
         self._synthetic: dict[str, Any] | None = None
         self._count = 0
         install_shell_hooks(kernel.shell)  # the sub-call views, displayed here, also go into the cell's capture
+
+    def start(self) -> None:
+        if self.shared is None:
+            return super().start()
+        self.shared.start()  # a new one after a death, which the person's cells then share too
+        self.manager, self.client, self.limits = self.shared.manager, self.shared.client, self.shared.limits
+        return None
+
+    def forget_kernel(self) -> None:
+        super().forget_kernel()
+        if self.shared is not None:
+            self.shared.forget_kernel()
 
     def execute(self, code: str, *, cell_id: str, view_limit: int) -> CellResult:
         kernel, channel = self.kernel, self.channel

@@ -326,16 +326,22 @@ class SandboxExecutor(Executor):
         content = {"status": "error", "ename": "SandboxKernelDied", "evalue": why, "traceback": [f"SandboxKernelDied: {why}"],
                    "execution_count": None}
         self._output("error", {"msg_type": "error", "content": content, "metadata": {}}, capture)
-        try:
-            self.client.stop_channels()
-            self.manager.shutdown_kernel(now=True)
-        except Exception:  # noqa: BLE001 - it is gone already
-            pass
+        self.forget_kernel()
+        return {"content": content}
+
+    def forget_kernel(self) -> None:
+        """The confined kernel is dead: let it go; the next request starts a new one."""
+        if self.client is not None:
+            try:
+                self.client.stop_channels()
+                self.manager.shutdown_kernel(now=True)
+            except Exception:  # noqa: BLE001 - it is gone already
+                pass
         self.client = self.manager = None
         self._inside_next = None
+        self.context_inside = False  # the run's context went with it: handed to the next one from here
         if self.entries is not None:
             self.entries.booted = False
-        return {"content": content}
 
     def _output(self, kind: str, msg: dict[str, Any], capture: CellCapture | None) -> None:
         content = msg["content"]
