@@ -138,3 +138,20 @@ def test_a_sandboxed_steps_traceback_names_the_count_the_page_shows(page, script
         count = next(m["content"]["execution_count"] for m in mine if m["msg_type"] == "execute_input")
         traceback = "".join(line for m in mine if m["msg_type"] == "error" for line in m["content"]["traceback"])
         assert "ZeroDivisionError" in traceback and f"In[{count}]" in traceback, (count, traceback)
+
+
+def test_input_in_a_headless_sandboxed_run_reads_the_commands_stdin_as_unconfined_code_does(tmp_path):
+    (tmp_path / "doc.txt").write_text("a document")
+    code = ("first = input('name? ')\nprint('got', repr(first))\n"
+            "try:\n    input('more? ')\nexcept EOFError:\n    print('then EOFError')")
+    srv = ScriptedServer(Router({"root-model": [repl(code), "FINAL_VAR(first)"]})).start()
+    try:
+        run = run_cli([*run_args(srv.url, tmp_path / "out.ipynb"), "--sandbox", "--json"], tmp_path,
+                      input="a typed line\n")
+    finally:
+        srv.stop()
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["answer"] == "a typed line"
+    nb = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    printed = "".join(o.get("text", "") for o in cells_by_role(nb, "code")[0].outputs)
+    assert "got 'a typed line'" in printed and "then EOFError" in printed, printed

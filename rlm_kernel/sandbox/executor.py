@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..errors import RLMError
 from . import launcher
 from .calls import JOB, Jobs, native
 from .context_files import Inbox, fingerprint
-from .inside import MARK
+from .inside import EOF, MARK
 
 if TYPE_CHECKING:
     from ..engine.run import Run
@@ -399,8 +400,18 @@ class SandboxExecutor(Executor):
         return values[name]
 
     def person_input(self, prompt: str, password: bool) -> str:
-        """Hook: what ``input()`` in the confined code gets (headless: nothing)."""
-        return ""
+        """What ``input()`` in the confined code gets: headless, a line of this
+        process's stdin, as unconfined code reads it (EOFError inside when it
+        has ended); the kernels ask the page instead."""
+        try:
+            if sys.stdin is None:
+                return EOF
+            sys.stderr.write(prompt)
+            sys.stderr.flush()
+            line = sys.stdin.readline()
+        except (OSError, ValueError):  # closed
+            return EOF
+        return line.rstrip("\n") if line else EOF
 
 
 def sandbox_spec(options: Any, folder: str | os.PathLike[str] | None = None) -> launcher.SandboxSpec:

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 MARK = "\x00rlm-sandbox-call:"
+EOF = "\x00rlm-sandbox-eof"  # the reply to input() when outside has no line to give
 JSON_TYPES = (str, int, float, bool, type(None))
 
 
@@ -255,6 +256,19 @@ def install(shell: Any) -> None:
     if "__rlm_sandbox__" not in shell.user_ns:
         shell.user_ns["__rlm_sandbox__"] = boot = Bootstrap(shell)
         shell.user_ns_hidden["__rlm_sandbox__"] = boot
+        kernel = getattr(shell, "kernel", None)
+        if kernel is not None:  # ipykernel makes `input` its raw_input before each cell: this one says EOF too
+            kernel.raw_input = _eof_aware(kernel.raw_input)
+
+
+def _eof_aware(raw_input: Any) -> Any:
+    def ask(prompt: str = "") -> str:
+        answer = raw_input(prompt)
+        if answer == EOF:  # outside had no line to give (a headless run whose stdin has ended)
+            raise EOFError("EOF when reading a line")
+        return answer
+
+    return ask
 
 
 def main(argv: list[str]) -> None:
