@@ -110,16 +110,24 @@ _watch_loops_marked_running()
 @pytest.fixture(autouse=True)
 def _no_event_loop_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """Isolation: a test that leaves an asyncio loop marked running on the
-    test thread breaks every later test that calls asyncio.run (seen once in
-    CI, not reproduced alone). Clear the mark and warn, naming the test, so
-    the warnings summary says which one did it. (Playwright's sync API keeps
-    one in the UI tests.)"""
+    test thread breaks every later test that calls asyncio.run, and one that
+    leaves SIGINT handled otherwise breaks every later cell timeout (each
+    seen once in CI, not reproduced alone). Put them back and warn, naming
+    the test, so the warnings summary says which one did it. (Playwright's
+    sync API keeps a loop marked in the UI tests; a non-UI test's fixture
+    must not be called ``page``, or pytest-playwright starts it there.)"""
     import asyncio
+    import signal
     import warnings
 
     yield
     if "/ui/" in str(request.node.path).replace(os.sep, "/"):
         return
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is not signal.default_int_handler and threading.current_thread() is threading.main_thread():
+        # a cell timeout interrupts code on this thread with SIGINT: a handler left behind swallows it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        warnings.warn(f"{request.node.nodeid} left SIGINT handled by {handler!r}", RuntimeWarning, stacklevel=1)
     if asyncio.events._get_running_loop() is not None:
         asyncio.events._set_running_loop(None)
         where = "".join(reversed(_LOOP_MARKS[0].format())) if _LOOP_MARKS else "(not seen being marked)\n"

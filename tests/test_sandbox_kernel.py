@@ -26,7 +26,7 @@ RUN_TIMEOUT = 30
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def frontend(tmp_path_factory):
     frontend = Frontend(tmp_path_factory.mktemp("sandbox-kernel"))
     try:
         frontend.import_litellm()
@@ -50,8 +50,8 @@ def scripted():
         srv.stop()
 
 
-def test_a_sandboxed_rlm_cell_streams_its_cells_outputs_and_sub_calls_live(page, scripted):
-    page.execute("context = 'the context, made in a cell'")
+def test_a_sandboxed_rlm_cell_streams_its_cells_outputs_and_sub_calls_live(frontend, scripted):
+    frontend.execute("context = 'the context, made in a cell'")
     srv = scripted(**{"root-model": [
         repl("import os, socket\nprint('inside pid', os.getpid(), 'sees', context)\n"
              "try:\n    socket.create_connection(('127.0.0.1', 1), timeout=2)\nexcept OSError as e:\n"
@@ -60,51 +60,51 @@ def test_a_sandboxed_rlm_cell_streams_its_cells_outputs_and_sub_calls_live(page,
     ]})
     cell = (f"%%rlm --sandbox --model openai/root-model --sub-model openai/sub-model --api-base {srv.url}\n"
             "Say hello.")
-    reply, messages = page.run_cell(cell, "query-cell", timeout=RUN_TIMEOUT)
+    reply, messages = frontend.run_cell(cell, "query-cell", timeout=RUN_TIMEOUT)
     assert reply["status"] == "ok", reply
-    inserted = [o for o in page.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code"]
-    assert inserted, page.ops
+    inserted = [o for o in frontend.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code"]
+    assert inserted, frontend.ops
     msg_id = f"rlm-{inserted[0]['cell']['id']}-1"
-    mine = [m for m in page.messages if m["parent_header"].get("msg_id") == msg_id]
+    mine = [m for m in frontend.messages if m["parent_header"].get("msg_id") == msg_id]
     shown = texts(mine, "stream")
     assert "inside pid 2 sees the context, made in a cell" in shown  # pid 2: the confined kernel
     assert "network: OSError" in shown or "network: ConnectionRefusedError" in shown
     assert "got sub answer to <hello>" in shown
     assert any(m["msg_type"] == "execute_input" for m in mine)
     count = next(m["content"]["execution_count"] for m in mine if m["msg_type"] == "execute_input")
-    assert page.value("__import__('json').dumps([c.execution_count for c in rlm_result.notebook.cells "
+    assert frontend.value("__import__('json').dumps([c.execution_count for c in rlm_result.notebook.cells "
                       "if c.metadata.get('rlm', {}).get('role') == 'code'])") == repr(f"[{count}]")
     # the sub-call's view is a widget of the RLM kernel, in the cell
     assert any(m["msg_type"] == "comm_open" for m in mine) or any(
         m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
         for m in mine)
-    assert page.value("rlm_result.answer") == repr("sub answer to <hello>")
-    assert page.value("rlm_result.reason") == "'final'"
+    assert frontend.value("rlm_result.answer") == repr("sub answer to <hello>")
+    assert frontend.value("rlm_result.reason") == "'final'"
     # the person's namespace is untouched: the run's variables stayed in the confined kernel
-    assert page.value("'r' in dir()") == "False"
+    assert frontend.value("'r' in dir()") == "False"
 
 
-def test_interrupt_stops_a_sandboxed_cell(page, scripted):
-    page.execute("context = 'abc'")
+def test_interrupt_stops_a_sandboxed_cell(frontend, scripted):
+    frontend.execute("context = 'abc'")
     srv = scripted(**{"root-model": [repl("print('before the wait', flush=True)\nimport time\ntime.sleep(60)")]})
-    msg_id = page.kc.execute(f"%%rlm --sandbox --model openai/root-model --api-base {srv.url}\nq")
+    msg_id = frontend.kc.execute(f"%%rlm --sandbox --model openai/root-model --api-base {srv.url}\nq")
     deadline = time.monotonic() + RUN_TIMEOUT
     try:
         while True:
-            msg = page.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            msg = frontend.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
             if msg["msg_type"] == "stream" and "before the wait" in msg["content"]["text"]:
                 break
     except queue.Empty:
-        page._recover(msg_id)
+        frontend._recover(msg_id)
         raise AssertionError("the sandboxed cell never started") from None
     time.sleep(0.3)
-    took = page.interrupt(msg_id, within=15)
+    took = frontend.interrupt(msg_id, within=15)
     assert took < STOP_BOUND, f"Interrupt took {took:.1f} s"
-    assert page.value("rlm_result.reason") == "'interrupted'"
-    statuses = page.value("[c.metadata.rlm.status for c in rlm_result.notebook.cells "
+    assert frontend.value("rlm_result.reason") == "'interrupted'"
+    statuses = frontend.value("[c.metadata.rlm.status for c in rlm_result.notebook.cells "
                           "if c.metadata.get('rlm', {}).get('role') == 'code']")
     assert statuses == "['interrupted']"
-    assert page.execute("1 + 1")[0]["status"] == "ok"
+    assert frontend.execute("1 + 1")[0]["status"] == "ok"
 
 
 def test_rlm_kernel_run_sandbox(tmp_path):
@@ -126,15 +126,15 @@ def test_rlm_kernel_run_sandbox(tmp_path):
     assert "--sandbox" in cells_by_role(nb, "query")[0].source
 
 
-def test_a_sandboxed_steps_traceback_names_the_count_the_page_shows(page, scripted):
-    page.execute("context = 'c'")
+def test_a_sandboxed_steps_traceback_names_the_count_the_page_shows(frontend, scripted):
+    frontend.execute("context = 'c'")
     srv = scripted(**{"root-model": [repl("1 / 0"), repl("x = 1\n1 / 0"), "FINAL(x)"]})
-    reply, _ = page.run_cell(f"%%rlm --sandbox --model openai/root-model --api-base {srv.url}\nq", "query-2",
+    reply, _ = frontend.run_cell(f"%%rlm --sandbox --model openai/root-model --api-base {srv.url}\nq", "query-2",
                              timeout=RUN_TIMEOUT)
     assert reply["status"] == "ok", reply
-    codes = [o["cell"]["id"] for o in page.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code"]
+    codes = [o["cell"]["id"] for o in frontend.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code"]
     for cell_id in codes[-2:]:
-        mine = [m for m in page.messages if m["parent_header"].get("msg_id") == f"rlm-{cell_id}-1"]
+        mine = [m for m in frontend.messages if m["parent_header"].get("msg_id") == f"rlm-{cell_id}-1"]
         count = next(m["content"]["execution_count"] for m in mine if m["msg_type"] == "execute_input")
         traceback = "".join(line for m in mine if m["msg_type"] == "error" for line in m["content"]["traceback"])
         assert "ZeroDivisionError" in traceback and f"In[{count}]" in traceback, (count, traceback)

@@ -5,7 +5,7 @@ the cell's capture (and, through :meth:`SandboxExecutor.forward`, the outer
 kernel's own iopub). A sub-call the code makes arrives as an
 ``input_request`` (``inside.MARK``) and runs here, on the code thread, with
 the run's budgets, keys and sinks, exactly as an unconfined helper call.
-The run's entries (``SandboxEntries``) live inside; only JSON comes out.
+The run's entries live inside (``entries.py``); only JSON comes out.
 """
 
 from __future__ import annotations
@@ -15,125 +15,24 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine.background import Job
 from ..engine.capture import CellCapture, capturing
 from ..engine.execution import CellResult, Executor
-from ..engine.namespace import HELPER_NAMES, Entries, Final
+from ..engine.namespace import Entries
 from ..errors import RLMError
 from . import launcher
 from .calls import JOB, Jobs, native
 from .context_files import Inbox, fingerprint
+from .entries import AFTER, SUBCALLS, SandboxEntries, SandboxNamespace
 from .inside import EOF, MARK
 
 if TYPE_CHECKING:
     from ..engine.run import Run
 
-SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
-AFTER = "__rlm_sandbox__.after()"
 DEATH_CHECK_S = 0.5  # how often a request with nothing to read asks whether the confined kernel still lives
-
-
-def decode(encoded: Any) -> Any:
-    if not isinstance(encoded, dict):
-        return None
-    return encoded["json"] if "json" in encoded else str(encoded.get("text", ""))
-
-
-def _final(found: Any) -> Final | None:
-    return None if not found else (found[0], decode(found[1]))
-
-
-class SandboxEntries(Entries):
-    """The run's entries, kept by the same class inside the sandbox; this
-    side asks it over the wire. ``values()`` stays here: the helpers the
-    inside's stand-ins call out to."""
-
-    def __init__(self, run: Run, executor: SandboxExecutor) -> None:
-        super().__init__(run)
-        self.executor = executor
-        self.booted = False
-        self.check: list[Any] | None = None  # the answer dict's state after the last cell
-
-    def boot(self) -> None:
-        if self.booted:
-            return
-        values = self.values()
-        setup: dict[str, Any] = {
-            "helpers": [n for n in SUBCALLS if n in values], "tools": list(self.run.tools.entries()),
-            "history": self.run.history is not None, "prelude": bool(self.run.prelude),
-            "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
-        }
-        if self.executor.context_inside:
-            setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
-        elif "context" in values:
-            setup["context_file"] = self.executor.hand_over("context", values["context"], self.run.sources)
-        self.booted = True
-        self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
-
-    def restore(self) -> list[str]:
-        self.boot()
-        executor = self.executor
-        if executor.announced is not None:  # the last cell's report said it; the inside does it before the next cell
-            names, executor.announced = executor.announced, []
-            return names
-        if executor.restored_last:  # nothing ran since the last restore: nothing to put back
-            return []
-        names = list(executor.call("restore"))
-        executor.restored_last = True
-        return names
-
-    def check_answer(self) -> tuple[Final | None, str | None]:
-        self.boot()
-        check, self.check = self.check, None
-        if check is None:
-            check = self.executor.call("check_answer")
-        return _final(check[0]), check[1]
-
-    def resolve(self, kind: str, value: str, quoted: bool = False, call: str = "") -> tuple[Final | None, str | None]:
-        self.boot()
-        found, note = self.executor.call("resolve", kind, value, quoted, call)
-        return _final(found), note
-
-    def forget(self) -> None:
-        super().forget()
-        if self.booted:
-            self.executor.call("forget")
-
-    def _variables(self) -> list[str]:
-        self.boot()
-        return list(self.executor.call("variables"))
-
-    def after(self, report: dict[str, Any]) -> None:
-        given = _final(report.get("given"))
-        if given is not None:
-            self.given = given
-        self.check = report.get("check")
-        restore = report.get("restore")
-        self.executor.announced = list(restore) if restore is not None else None
-
-
-class SandboxNamespace(Mapping[str, Any]):
-    """The confined namespace as the engine reads it: names, and values as
-    plain data (JSON) or their text."""
-
-    def __init__(self, executor: SandboxExecutor) -> None:
-        self.executor = executor
-
-    def __getitem__(self, name: str) -> Any:
-        encoded = self.executor.call("get", name)
-        if encoded is None:
-            raise KeyError(name)
-        return decode(encoded)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.executor.call("names"))
-
-    def __len__(self) -> int:
-        return len(self.executor.call("names"))
 
 
 class SandboxExecutor(Executor):
@@ -420,4 +319,4 @@ def sandbox_spec(options: Any, folder: str | os.PathLike[str] | None = None) -> 
                                 cpu_seconds=options.sandbox_cpu)
 
 
-__all__ = ["SandboxEntries", "SandboxExecutor", "SandboxNamespace", "decode", "sandbox_spec"]
+__all__ = ["SUBCALLS", "SandboxEntries", "SandboxExecutor", "SandboxNamespace", "sandbox_spec"]

@@ -1,0 +1,122 @@
+"""The run's entries and namespace as the engine outside sees them, when
+they live in the confined kernel: ``SandboxEntries`` asks the inside's
+``Entries`` (the same class as outside) over user expressions;
+``SandboxNamespace`` reads the confined namespace as plain data (JSON) or
+text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..engine.namespace import HELPER_NAMES, Entries, Final
+
+if TYPE_CHECKING:
+    from ..engine.run import Run
+    from .executor import SandboxExecutor
+
+SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
+AFTER = "__rlm_sandbox__.after()"  # read with every cell: the step's answer and what a restore would put back
+
+
+def decode(encoded: Any) -> Any:
+    if not isinstance(encoded, dict):
+        return None
+    return encoded["json"] if "json" in encoded else str(encoded.get("text", ""))
+
+
+def _final(found: Any) -> Final | None:
+    return None if not found else (found[0], decode(found[1]))
+
+
+class SandboxEntries(Entries):
+    """The run's entries, kept by the same class inside the sandbox; this
+    side asks it over the wire. ``values()`` stays here: the helpers the
+    inside's stand-ins call out to."""
+
+    def __init__(self, run: Run, executor: SandboxExecutor) -> None:
+        super().__init__(run)
+        self.executor = executor
+        self.booted = False
+        self.check: list[Any] | None = None  # the answer dict's state after the last cell
+
+    def boot(self) -> None:
+        if self.booted:
+            return
+        values = self.values()
+        setup: dict[str, Any] = {
+            "helpers": [n for n in SUBCALLS if n in values], "tools": list(self.run.tools.entries()),
+            "history": self.run.history is not None, "prelude": bool(self.run.prelude),
+            "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
+        }
+        if self.executor.context_inside:
+            setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
+        elif "context" in values:
+            setup["context_file"] = self.executor.hand_over("context", values["context"], self.run.sources)
+        self.booted = True
+        self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
+
+    def restore(self) -> list[str]:
+        self.boot()
+        executor = self.executor
+        if executor.announced is not None:  # the last cell's report said it; the inside does it before the next cell
+            names, executor.announced = executor.announced, []
+            return names
+        if executor.restored_last:  # nothing ran since the last restore: nothing to put back
+            return []
+        names = list(executor.call("restore"))
+        executor.restored_last = True
+        return names
+
+    def check_answer(self) -> tuple[Final | None, str | None]:
+        self.boot()
+        check, self.check = self.check, None
+        if check is None:
+            check = self.executor.call("check_answer")
+        return _final(check[0]), check[1]
+
+    def resolve(self, kind: str, value: str, quoted: bool = False, call: str = "") -> tuple[Final | None, str | None]:
+        self.boot()
+        found, note = self.executor.call("resolve", kind, value, quoted, call)
+        return _final(found), note
+
+    def forget(self) -> None:
+        super().forget()
+        if self.booted:
+            self.executor.call("forget")
+
+    def _variables(self) -> list[str]:
+        self.boot()
+        return list(self.executor.call("variables"))
+
+    def after(self, report: dict[str, Any]) -> None:
+        given = _final(report.get("given"))
+        if given is not None:
+            self.given = given
+        self.check = report.get("check")
+        restore = report.get("restore")
+        self.executor.announced = list(restore) if restore is not None else None
+
+
+class SandboxNamespace(Mapping[str, Any]):
+    """The confined namespace as the engine reads it: names, and values as
+    plain data (JSON) or their text."""
+
+    def __init__(self, executor: SandboxExecutor) -> None:
+        self.executor = executor
+
+    def __getitem__(self, name: str) -> Any:
+        encoded = self.executor.call("get", name)
+        if encoded is None:
+            raise KeyError(name)
+        return decode(encoded)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.executor.call("names"))
+
+    def __len__(self) -> int:
+        return len(self.executor.call("names"))
+
+
+__all__ = ["AFTER", "SUBCALLS", "SandboxEntries", "SandboxNamespace", "decode"]
