@@ -10,6 +10,14 @@ import type { IDisposable } from '@lumino/disposable';
 /** How long after a wheel, touch or key press a scroll counts as the person's. */
 const INTENT_MS = 800;
 
+/**
+ * The shortest time between two scrolls to the newest cell. Every scroll of
+ * the notebook runs every code editor's scroll handler, so a run whose cells
+ * come faster than this (a model that answers at once) is followed a few
+ * times a second, not once a frame; its end is always shown.
+ */
+const SCROLL_EVERY_MS = 250;
+
 interface IView {
   notebook: Notebook;
   following: boolean;
@@ -48,6 +56,7 @@ export class RunFollower implements IDisposable {
       // The run's last cells (its answer) came with its end: show them.
       cancelAnimationFrame(this.frame);
       this.frame = null;
+      window.clearTimeout(this.later);
       for (const view of this.attached.values()) {
         if (view.following) {
           this.scrollToNewest(view);
@@ -70,14 +79,24 @@ export class RunFollower implements IDisposable {
     if (!this.running || this.frame !== null) {
       return;
     }
-    this.frame = requestAnimationFrame(() => {
-      this.frame = null;
-      for (const view of this.attach()) {
-        if (view.following) {
-          this.scrollToNewest(view);
+    const scroll = () => {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = null;
+        this.scrolledAt = performance.now();
+        for (const view of this.attach()) {
+          if (view.following) {
+            this.scrollToNewest(view);
+          }
         }
-      }
-    });
+      });
+    };
+    const wait = this.scrolledAt + SCROLL_EVERY_MS - performance.now();
+    if (wait <= 0) {
+      scroll();
+    } else {
+      this.frame = -1; // pending: a later frame scrolls to whichever cell is newest then
+      this.later = window.setTimeout(scroll, wait);
+    }
   }
 
   private attach(): IView[] {
@@ -172,5 +191,7 @@ export class RunFollower implements IDisposable {
   private running = false;
   private newestId: string | null = null;
   private frame: number | null = null;
+  private later = 0;
+  private scrolledAt = -Infinity;
   private readonly attached = new Map<Notebook, IView>();
 }
