@@ -170,8 +170,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                                description="Start time and per-step overhead of a sandboxed run (bubblewrap) "
                                            "against an unconfined one, side by side, as ratios.")
     group = sandbox.add_argument_group("sandbox")
-    group.add_argument("--steps", type=_positive_int, default=40, help="root steps of the long run (default 40)")
-    group.add_argument("--repeats", type=_positive_int, default=5, help="runs of each kind (default 5)")
+    group.add_argument("--steps", type=_positive_int, default=60, help="root steps of the long run (default 60)")
+    group.add_argument("--repeats", type=_positive_int, default=7, help="turns, each a run of each kind (default 7)")
     _common(sandbox)
     everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
