@@ -52,11 +52,15 @@ def test_a_context_file_in_a_hidden_place_is_bound_read_only_and_loaded_inside(s
     assert doc.read_text() == "the context, in a file of its own\n" * 100
 
 
-def test_a_context_that_is_not_what_its_files_hold_is_passed_as_the_value(server, make_rlm, tmp_path):
+@pytest.mark.parametrize("source", ["a file that holds something else", "a label, not a path"])
+def test_a_context_that_is_not_what_its_sources_hold_is_passed_as_the_value(server, make_rlm, tmp_path, source,
+                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a label read as a path lands in /tmp, hidden from the confined kernel
     doc = tmp_path / "doc.txt"
     doc.write_text("what the file says")
+    label = str(doc) if source.startswith("a file") else "the caller's own words for it"
     srv = server(Script(root=[repl("print(repr(context), __rlm_sandbox__.context_from)"), "FINAL(done)"]))
     result = make_rlm(srv, sandbox=True, sandbox_dir=str(tmp_path / "work")).completion(
-        "what the caller passed", "Look.", sources=[str(doc)])
+        "what the caller passed", "Look.", sources=[label])
     assert result.reason == "final", result.error
     assert "'what the caller passed' value" in cell_text(cells_by_role(result.notebook, "code")[0])

@@ -58,6 +58,8 @@ class Inbox:
         path (``can_bind``: the launch's bind list, before the kernel starts),
         or a link or copy in the inbox."""
         path = os.path.realpath(source)
+        if not os.path.isfile(path):  # a label, or a file gone since: the value goes through a file instead
+            raise FileNotFoundError(source)
         if self.sees(path):
             return path
         if can_bind is not None:

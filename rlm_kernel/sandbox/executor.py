@@ -87,7 +87,10 @@ class SandboxExecutor(Executor):
         """Before the start: the files a run's context came from, bound read-only at their own paths."""
         if self.client is None:
             for source in sources or []:
-                self.inbox.inside_path(source, can_bind=self.spec.bound)
+                try:
+                    self.inbox.inside_path(source, can_bind=self.spec.bound)
+                except OSError:
+                    pass  # not a file: nothing to bind (the value is handed in through a file)
 
     def hand_over(self, name: str, value: Any, sources: list[str] | None) -> str | None:
         """Have the inside hold ``value`` as ``name``: read there from the
