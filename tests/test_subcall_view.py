@@ -212,10 +212,15 @@ def test_the_sink_coalesces_and_spaces_refreshes() -> None:
             sink.subcall(run, record)  # type: ignore[arg-type]
         assert len(thread.jobs) == 1  # coalesced: one refresh for 500 changes
         thread.run()
-        for record in records[500:]:
+        _done(records[500], "ok")
+        changed_after = time.monotonic() - refreshes[-1]
+        sink.subcall(run, records[500])  # type: ignore[arg-type]
+        if changed_after < REFRESH_S * 0.9:  # (a loaded machine may stall this thread past the spacing)
+            assert thread.jobs == []  # spaced: a change soon after a refresh is booked for later
+        for record in records[501:]:
             _done(record, "ok")
             sink.subcall(run, record)  # type: ignore[arg-type]
-        assert thread.jobs == []  # spaced: booked for later
+        assert len(thread.jobs) <= 1  # coalesced, whenever it is drawn
         await asyncio.sleep(REFRESH_S * 1.5)
         assert len(thread.jobs) == 1
         thread.run()
