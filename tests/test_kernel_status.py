@@ -6,11 +6,13 @@ would show as the kernel's state."""
 from __future__ import annotations
 
 import queue
+import threading
 import time
 
 import pytest
 from _helpers import clean_env, repl
 from jupyter_client.manager import start_new_kernel
+from jupyter_client.session import Session
 
 from rlm_kernel.testing.server import Script, ScriptedServer
 
@@ -106,5 +108,58 @@ def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
             assert info_idle_at is not None and info_idle_at < ended_at - 1, "no 'idle' of the kernel_info_request"
             assert busy_at is not None and info_idle_at < busy_at < ended_at, "no 'busy' of the run's request after it"
         finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+
+def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tmp_path) -> None:
+    """A request handled beside the main shell (the control channel here; a
+    comm's subshell in JupyterLab) can end between ipykernel's 'busy' for a
+    %%rlm cell and the moment the kernel counts the run, and its 'idle' then
+    showed the kernel idle for the whole run (seen once in CI). Flood the
+    control channel across several runs' starts: at each of a run's outputs,
+    the last state the kernel published must be busy."""
+    runs = 8
+    root = [repl("print('step one')"), "FINAL(done)"] * runs
+    with ScriptedServer(Script(root=root)) as server:
+        km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
+        # its own Session: one shared with kc would drop kc's iopub messages as replays
+        side = km.client(session=Session(key=km.session.key))
+        side.start_channels()
+        stop = threading.Event()
+
+        def flood() -> None:
+            while not stop.is_set():
+                side.control_channel.send(side.session.msg("list_subshell_request", {}))
+                time.sleep(0.0002)
+
+        flooding = threading.Thread(target=flood, daemon=True)
+        try:
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
+                                   "litellm_module();", timeout=90)
+            flooding.start()
+            seen_at_outputs: list[list[str | None]] = []
+            for _ in range(runs):
+                run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nSay done.")
+                shown, seen, ended = None, [], False
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not ended:
+                    try:
+                        msg = kc.get_iopub_msg(timeout=1)
+                    except queue.Empty:
+                        continue
+                    parent = msg["parent_header"].get("msg_id")
+                    if msg["msg_type"] == "status":
+                        shown = msg["content"]["execution_state"]
+                        ended = parent == run_id and shown == "idle"
+                    elif parent == run_id and msg["msg_type"] in ("display_data", "update_display_data", "stream"):
+                        seen.append(shown)
+                assert ended, "a run never ended"
+                seen_at_outputs.append(seen)
+            assert all(seen for seen in seen_at_outputs), seen_at_outputs
+            assert all(set(seen) == {"busy"} for seen in seen_at_outputs), [" ".join(map(str, s)) for s in seen_at_outputs]
+        finally:
+            stop.set()
+            side.stop_channels()
             kc.stop_channels()
             km.shutdown_kernel(now=True)

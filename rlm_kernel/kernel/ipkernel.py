@@ -61,6 +61,8 @@ class RLMKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         self._rlm_cells_running = 0  # %%rlm / %rlm continue cells executing now
+        self._status_lock = threading.Lock()  # the count's check and a status's send are one step
+        self._runs_ending: set[str] = set()  # runs whose cell has returned, until their own 'idle'
         self.rlm_requests: list[tuple[dict[str, Any], int]] = []  # their execute requests and own numbers
         super().__init__(**kwargs)
         from ..sinks.live import LiveChannel
@@ -88,16 +90,24 @@ class RLMKernel(IPythonKernel):
         # yet) left the cell without a reply.
         self.shell._last_traceback = None
         self.shell._last_traceback_during_displayhook = False
-        self._rlm_cells_running += awaited
         request = (self.get_parent("shell") or {}, number)
         if awaited:
-            self.rlm_requests.append(request)
+            with self._status_lock:
+                self._rlm_cells_running += 1
+                self.rlm_requests.append(request)
+                # A request handled beside this one (on the control channel, a
+                # subshell) may have ended with 'idle' between ipykernel's
+                # 'busy' for this cell and the count above, and the page would
+                # show the kernel idle for the whole run: say 'busy' again.
+                super()._publish_status("busy", "shell", parent=request[0])
         try:
             reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
         finally:
-            self._rlm_cells_running -= awaited
             if awaited:
-                self.rlm_requests.remove(request)
+                with self._status_lock:
+                    # still counted until ipykernel publishes this request's own 'idle'
+                    self._runs_ending.add(request[0].get("header", {}).get("msg_id", ""))
+                    self.rlm_requests.remove(request)
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
         if store_history and not silent and awaited and "execution_count" in reply:
@@ -130,7 +140,6 @@ class RLMKernel(IPythonKernel):
         except Exception:  # noqa: BLE001 - an unsigned or replayed message gets no answer
             self.log.error("Invalid message", exc_info=True)  # noqa: G201
             return
-        requests = list(self.rlm_requests)
         if request["header"]["msg_type"] == "kernel_info_request":
             reply_type, content = "kernel_info_reply", {"status": "ok", **self.kernel_info}
         else:
@@ -139,12 +148,15 @@ class RLMKernel(IPythonKernel):
         # A page's request is done when its reply and its 'idle' have come.
         super()._publish_status("busy", "shell", parent=request)
         self.session.send(self.shell_stream, reply_type, content, request, idents)
-        super()._publish_status("idle", "shell", parent=request)
-        if requests:
-            # JupyterLab ignores the statuses of a kernel_info_request, so a
-            # page that has just connected would show "Unknown" until the
-            # run's end: say again that the run's request is busy.
-            self._publish_status("busy", "shell", parent=requests[-1][0])
+        with self._status_lock:
+            super()._publish_status("idle", "shell", parent=request)
+            if self.rlm_requests:
+                # JupyterLab ignores the statuses of a kernel_info_request, so
+                # a page that has just connected would show "Unknown" until the
+                # run's end (and another page's would show its 'idle'): say
+                # again that the run's request is busy. Under the lock, so a
+                # run that has just ended is not said to be busy.
+                super()._publish_status("busy", "shell", parent=self.rlm_requests[-1][0])
 
     def _comms_of(self, target: str | None) -> dict[str, dict[str, str]]:
         manager = getattr(self, "comm_manager", None)
@@ -162,11 +174,18 @@ class RLMKernel(IPythonKernel):
         """While a %%rlm cell runs, requests handled beside it (a subshell
         created for widget clicks, a click on that subshell, the page's
         control requests) each end with an 'idle' that JupyterLab shows as the
-        kernel's state though the run goes on. Leave those out: the run's own
-        'idle' follows when it ends."""
-        if status == "idle" and self._rlm_cells_running:
-            return
-        super()._publish_status(status, channel, parent)
+        kernel's state though the run goes on. Leave those out, from the run's
+        start to its own 'idle' (the cell's flushed output comes after the
+        cell has returned)."""
+        with self._status_lock:
+            if status == "idle" and self._rlm_cells_running:
+                sent = parent or self.get_parent(channel) or {}
+                msg_id = sent.get("header", {}).get("msg_id")
+                if msg_id not in self._runs_ending:
+                    return
+                self._runs_ending.discard(msg_id)
+                self._rlm_cells_running -= 1
+            super()._publish_status(status, channel, parent)
 
     @contextmanager
     def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:
