@@ -28,6 +28,7 @@ import { ReplayStatusItem, RunStatusItem } from './statusbar';
 import { Takeover, takeoverPlugin } from './takeover';
 import { MODULE_NAME, MODULE_VERSION } from './subcall_module';
 import { keepRestoredWidgetState } from './widgetstate';
+import { renderLostWidgetViews } from './widgetviews';
 
 const PLUGIN_ID = 'rlm-kernel:plugin';
 
@@ -89,6 +90,7 @@ function activate(
     }
     markAgentCells(panel);
     keepRestoredWidgetState(panel);
+    renderLostWidgetViews(panel);
   };
   tracker.forEach(track);
   tracker.widgetAdded.connect((_, panel) => track(panel));

@@ -41,6 +41,23 @@ def _sub(prompt: str) -> Reply:
     return Reply(text=f"note on {prompt}", delay=0.2)
 
 
+# The batch cell's widget view in the state ipywidgets' restore race leaves it.
+_LOSE_THE_MODEL = """async (cellId) => {
+  const notebook = window.jupyterapp.shell.currentWidget.content;
+  const cell = notebook.widgets.find(c => c.model.id === cellId);
+  const item = cell.outputArea.widgets.find(w => (w.widgets || []).some(r => r._manager));
+  const renderer = item.widgets.find(r => r._manager);
+  const model = cell.outputArea.model.get(cell.outputArea.widgets.indexOf(item));
+  const manager = await renderer._manager.promise;
+  const id = model.data['application/vnd.jupyter.widget-view+json'].model_id;
+  const kept = manager._models[id];
+  delete manager._models[id];
+  await renderer.renderModel(model);
+  setTimeout(() => { manager._models[id] = kept; }, 700);
+  return renderer.node.textContent;
+}"""
+
+
 def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None:
     with ScriptedServer(Script(root=STEPS, sub=_sub)) as server:
         path = open_run_notebook(page, lab_server, "reopen.ipynb", CONTEXT, f"{rlm_magic(server.url)}\n{QUESTION}")
@@ -83,6 +100,8 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
                            " || !window.jupyterapp.shell.currentWidget.context")
     assert shutdown_session(page, path) == 1
     page.goto("about:blank")
+    said: list[str] = []
+    page.on("console", lambda message: said.append(message.text))
     open_notebook(page, lab_server, path)
 
     after = all_cells(page)
@@ -97,7 +116,11 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     expect(batch.locator(".rlm-badge")).to_have_text("RLM")
     reopened = batch.locator(".rlm-subcall-widget")
     batch.scroll_into_view_if_needed()  # a windowed notebook renders a cell's outputs once it is in view
-    expect(reopened).to_have_count(1, timeout=30_000)
+    try:
+        expect(reopened).to_have_count(1, timeout=30_000)
+    except AssertionError:
+        screenshot(page, request, "-no-widget")
+        raise AssertionError(f"the reopened batch cell shows no widget: {batch.inner_text()!r}") from None
     expect(reopened).to_contain_text(f"{BATCH} of {BATCH} done")
     expect(reopened.locator(".rlm-sc-row[data-status='done']")).to_have_count(BATCH)
     expect(reopened.locator(".widget-progress, progress, .progress-bar").first).to_be_attached()
@@ -121,6 +144,18 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     answer = page.locator(".rlm-answer-cell")
     expect(answer).to_contain_text("note on section 0")
     screenshot(page, request, "-reopened")
+    print("\n".join(line for line in said if "widget view" in line) or "(ipywidgets found the saved models itself)")
+
+    # The race of ipywidgets' two restores (widgetviews.ts), made to happen: the
+    # view's model is taken out of the manager, the view rendered again (it then
+    # shows "model not found" for good), and the model put back 0.7 s later. The
+    # page renders the view again once the model is there.
+    lost = page.evaluate(_LOSE_THE_MODEL, batch_id)
+    assert lost == "Error displaying widget: model not found", lost
+    expect(reopened).to_contain_text(f"{BATCH} of {BATCH} done", timeout=20_000)
+    expect(reopened.locator(".rlm-sc-row[data-status='done']")).to_have_count(BATCH)
+    assert any("rendered the saved widget view" in line for line in said), said
+    screenshot(page, request, "-rendered-again")
 
 
 def test_reopened_run_keeps_widgets_through_another_save(page: Page, lab_server, request) -> None:
