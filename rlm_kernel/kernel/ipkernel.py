@@ -105,9 +105,12 @@ class RLMKernel(IPythonKernel):
         finally:
             if awaited:
                 with self._status_lock:
-                    # still counted until ipykernel publishes this request's own 'idle'
-                    self._runs_ending.add(request[0].get("header", {}).get("msg_id", ""))
                     self.rlm_requests.remove(request)
+                    msg_id = request[0].get("header", {}).get("msg_id")
+                    if msg_id:  # still counted until ipykernel publishes this request's own 'idle'
+                        self._runs_ending.add(msg_id)
+                    else:  # no request to wait for (called outside ipykernel's dispatch)
+                        self._rlm_cells_running -= 1
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
         if store_history and not silent and awaited and "execution_count" in reply:
