@@ -160,6 +160,8 @@ def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tm
             assert all(set(seen) == {"busy"} for seen in seen_at_outputs), [" ".join(map(str, s)) for s in seen_at_outputs]
         finally:
             stop.set()
+            if flooding.is_alive():
+                flooding.join(timeout=5)  # its client's channels are closed next
             side.stop_channels()
             kc.stop_channels()
             km.shutdown_kernel(now=True)
