@@ -9,7 +9,7 @@
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-const WIDGETS_KEY = 'widgets';
+export const WIDGETS_KEY = 'widgets';
 const STATE_MIME = 'application/vnd.jupyter.widget-state+json';
 
 type WidgetState = Record<string, unknown>;
@@ -18,7 +18,8 @@ interface IWidgetsMetadata {
   [STATE_MIME]?: { state?: WidgetState; [key: string]: unknown };
 }
 
-function stateOf(value: unknown): WidgetState {
+/** The model states in a notebook's `widgets` metadata (a copy). */
+export function stateOf(value: unknown): WidgetState {
   const meta = (value ?? {}) as IWidgetsMetadata;
   return { ...(meta[STATE_MIME]?.state ?? {}) };
 }

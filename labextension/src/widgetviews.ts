@@ -13,9 +13,10 @@
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
+import { stateOf, WIDGETS_KEY } from './widgetstate';
+
 export const LOST_VIEW = 'Error displaying widget: model not found';
 const VIEW_MIME = 'application/vnd.jupyter.widget-view+json';
-const STATE_MIME = 'application/vnd.jupyter.widget-state+json';
 /** Waits before each new try, in ms: about 15 s in all. */
 export const RETRY_MS = [150, 300, 600, 1200, 2500, 5000, 5000];
 /** How long after the notebook opens lost views are looked for. */
@@ -95,16 +96,11 @@ function rendererOf(item: IOutputItem): ILostView | null {
   return null;
 }
 
-function savedModelIds(panel: NotebookPanel): Set<string> {
-  const meta = panel.context.model.getMetadata('widgets') as
-    | Record<string, { state?: Record<string, unknown> } | undefined>
-    | undefined;
-  return new Set(Object.keys(meta?.[STATE_MIME]?.state ?? {}));
-}
-
 export function renderLostWidgetViews(panel: NotebookPanel): void {
   void panel.context.ready.then(() => {
-    const saved = savedModelIds(panel);
+    const saved = new Set(
+      Object.keys(stateOf(panel.context.model.getMetadata(WIDGETS_KEY)))
+    );
     if (saved.size === 0) {
       return;
     }

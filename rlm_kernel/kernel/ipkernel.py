@@ -60,10 +60,10 @@ class RLMKernel(IPythonKernel):
     )
 
     def __init__(self, **kwargs: Any) -> None:
-        self._rlm_cells_running = 0  # %%rlm / %rlm continue cells executing now
-        self._status_lock = threading.Lock()  # the count's check and a status's send are one step
+        # %%rlm / %rlm continue cells executing now: their execute requests and own numbers
+        self.rlm_requests: list[tuple[dict[str, Any], int]] = []
         self._runs_ending: set[str] = set()  # runs whose cell has returned, until their own 'idle'
-        self.rlm_requests: list[tuple[dict[str, Any], int]] = []  # their execute requests and own numbers
+        self._status_lock = threading.Lock()  # the check of those two and a status's send are one step
         super().__init__(**kwargs)
         from ..sinks.live import LiveChannel
         from .magics import RLMMagics
@@ -93,11 +93,10 @@ class RLMKernel(IPythonKernel):
         request = (self.get_parent("shell") or {}, number)
         if awaited:
             with self._status_lock:
-                self._rlm_cells_running += 1
                 self.rlm_requests.append(request)
                 # A request handled beside this one (on the control channel, a
                 # subshell) may have ended with 'idle' between ipykernel's
-                # 'busy' for this cell and the count above, and the page would
+                # 'busy' for this cell and the line above, and the page would
                 # show the kernel idle for the whole run: say 'busy' again.
                 super()._publish_status("busy", "shell", parent=request[0])
         try:
@@ -107,10 +106,8 @@ class RLMKernel(IPythonKernel):
                 with self._status_lock:
                     self.rlm_requests.remove(request)
                     msg_id = request[0].get("header", {}).get("msg_id")
-                    if msg_id:  # still counted until ipykernel publishes this request's own 'idle'
+                    if msg_id:  # still running until ipykernel publishes this request's own 'idle'
                         self._runs_ending.add(msg_id)
-                    else:  # no request to wait for (called outside ipykernel's dispatch)
-                        self._rlm_cells_running -= 1
         # The generated cells used the numbers after this one; ipykernel would
         # report the last of them as the %%rlm cell's own.
         if store_history and not silent and awaited and "execution_count" in reply:
@@ -181,13 +178,12 @@ class RLMKernel(IPythonKernel):
         start to its own 'idle' (the cell's flushed output comes after the
         cell has returned)."""
         with self._status_lock:
-            if status == "idle" and self._rlm_cells_running:
+            if status == "idle" and (self.rlm_requests or self._runs_ending):
                 sent = parent or self.get_parent(channel) or {}
                 msg_id = sent.get("header", {}).get("msg_id")
                 if msg_id not in self._runs_ending:
                     return
                 self._runs_ending.discard(msg_id)
-                self._rlm_cells_running -= 1
             super()._publish_status(status, channel, parent)
 
     @contextmanager
