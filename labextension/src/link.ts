@@ -30,6 +30,8 @@ export interface ILiveHandler {
   applyOps(ops: readonly KernelOp[]): void;
   /** Any iopub message that is not a comm message (output routing). */
   routeIOPub(msg: KernelMessage.IIOPubMessage): void;
+  /** Apply at once what the two above left for later. */
+  flush(): void;
 }
 
 /** Where take-over ops go (Takeover). */
@@ -191,6 +193,8 @@ export class NotebookLink implements IDisposable {
       this.live.applyOps(live);
     }
     if (takeover) {
+      // It reads or changes the notebook: the live ops before it go first.
+      this.live.flush();
       const answer = this.takeover.applyTakeover(takeover);
       if (answer) {
         this.send(answer);

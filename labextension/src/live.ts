@@ -1,6 +1,13 @@
 /**
  * One notebook's live view of RLM runs: applies the live ops its link hands
  * it to the notebook model and feeds the output router and the status bar.
+ *
+ * What the link hands over is applied once per animation frame, in the
+ * order it came: a cell inserted, run and finished within one frame gets
+ * its outputs and count before JupyterLab attaches its widget, instead of
+ * each change re-laying out a cell already on the page. A page that falls
+ * behind a fast run (messages waiting in the websocket) catches up in fewer,
+ * larger frames; a page that keeps up shows each change in the next frame.
  */
 import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
@@ -46,6 +53,18 @@ interface IRun {
 /** How many unplaceable inserts to keep while waiting for a `resync`. */
 const MAX_PENDING = 500;
 
+/**
+ * The longest wait for a frame before what is queued is applied anyway: a
+ * hidden page gets no animation frames (browsers throttle its timers to
+ * about once a second instead).
+ */
+const FRAME_WAIT_MS = 100;
+
+/** One message the link handed over: live ops, or an iopub message to route. */
+type Queued =
+  | { ops: readonly KernelOp[] }
+  | { msg: KernelMessage.IIOPubMessage };
+
 export class LiveNotebook
   implements ILiveHandler, IDisposable, IRunStatusSource
 {
@@ -78,17 +97,76 @@ export class LiveNotebook
       return;
     }
     this.disposed = true;
+    this.unschedule();
+    this.queued = [];
     this.follower.dispose();
     Signal.clearData(this);
   }
 
   applyOps(ops: readonly KernelOp[]): void {
-    for (const op of ops) {
-      this.apply(op);
-    }
+    this.enqueue({ ops });
   }
 
   routeIOPub(msg: KernelMessage.IIOPubMessage): void {
+    if (this.queued.length || this.concerns(msg)) {
+      this.enqueue({ msg });
+    }
+  }
+
+  /**
+   * Apply everything queued, now (the link calls this before a take-over op
+   * reads or changes the notebook). A message whose ops fail is reported
+   * and the ones after it are still applied, as when each had a task of its
+   * own.
+   */
+  flush(): void {
+    this.unschedule();
+    const queued = this.queued;
+    this.queued = [];
+    for (const item of queued) {
+      try {
+        if ('ops' in item) {
+          for (const op of item.ops) {
+            this.apply(op);
+          }
+        } else {
+          this.route(item.msg);
+        }
+      } catch (error) {
+        console.error('rlm-kernel: a live op could not be applied', error);
+      }
+    }
+  }
+
+  private enqueue(item: Queued): void {
+    if (this.disposed) {
+      return;
+    }
+    this.queued.push(item);
+    if (this.frame === null) {
+      this.frame = requestAnimationFrame(() => this.flush());
+      this.frameTimer = window.setTimeout(() => this.flush(), FRAME_WAIT_MS);
+    }
+  }
+
+  private unschedule(): void {
+    if (this.frame !== null) {
+      cancelAnimationFrame(this.frame);
+      window.clearTimeout(this.frameTimer);
+      this.frame = null;
+    }
+  }
+
+  /**
+   * Whether an iopub message may go into a cell of a run, or end a restored
+   * anchor's request: the others need no frame.
+   */
+  private concerns(msg: KernelMessage.IIOPubMessage): boolean {
+    const msgId = (msg.parent_header as Partial<KernelMessage.IHeader>).msg_id;
+    return !!msgId && (this.anchors.has(msgId) || this.router.routes(msgId));
+  }
+
+  private route(msg: KernelMessage.IIOPubMessage): void {
     if (msg.header.msg_type === 'status') {
       this.anchorStatus(msg as KernelMessage.IStatusMsg);
     }
@@ -488,6 +566,9 @@ export class LiveNotebook
     { cellId: string; count: number | null }
   >();
   private pending: IInsertCell[] = [];
+  private queued: Queued[] = [];
+  private frame: number | null = null;
+  private frameTimer = 0;
   private _status: IStatus | null = null;
   private _statusReceivedAt = 0;
   private readonly _statusChanged = new Signal<this, void>(this);

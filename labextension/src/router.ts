@@ -65,16 +65,17 @@ export class OutputRouter {
     }
   }
 
+  /** Whether messages with this parent msg_id go into an agent cell (if it is here). */
+  routes(msgId: string): boolean {
+    const cellId = this.cellFor(msgId);
+    return cellId !== null && !this.stopped.has(cellId);
+  }
+
   /** Put `msg` into its agent cell; returns whether it was routed. */
   route(msg: KernelMessage.IIOPubMessage): boolean {
     const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
     const msgId = parent.msg_id;
-    if (!msgId) {
-      return false;
-    }
-    // A page that missed `cell_started` (reload mid-run) still routes by the
-    // msg_id's form.
-    const cellId = this.byMsgId.get(msgId) ?? cellIdFromMsgId(msgId);
+    const cellId = msgId ? this.cellFor(msgId) : null;
     if (cellId === null || this.stopped.has(cellId)) {
       return false;
     }
@@ -151,6 +152,14 @@ export class OutputRouter {
       default:
         break;
     }
+  }
+
+  /**
+   * The cell a msg_id's messages go to. A page that missed `cell_started`
+   * (reload mid-run) still routes by the msg_id's form.
+   */
+  private cellFor(msgId: string): string | null {
+    return this.byMsgId.get(msgId) ?? cellIdFromMsgId(msgId);
   }
 
   private add(cellId: string, cell: ICodeCellModel, output: nbformat.IOutput) {

@@ -98,13 +98,21 @@ class Live implements ILiveHandler {
   routeIOPub(msg: unknown): void {
     this.routed.push(msg);
   }
+  flush(): void {
+    this.flushes++;
+  }
+  flushes = 0;
 }
 
 class Takeover implements ITakeoverHandler {
+  constructor(private readonly live: Live) {}
   ops: TakeoverOp[] = [];
+  /** How many times the live handler had flushed when each op came. */
+  flushesSeen: number[] = [];
   resets = 0;
   applyTakeover(op: TakeoverOp): FrontendOp | null {
     this.ops.push(op);
+    this.flushesSeen.push(this.live.flushes);
     return op.op === 'get_cells' ? cellsReply(op.request_id, []) : null;
   }
   kernelReset(): void {
@@ -138,7 +146,7 @@ describe('NotebookLink', () => {
     kernel = new FakeKernel();
     session = new FakeSession(kernel);
     live = new Live();
-    takeover = new Takeover();
+    takeover = new Takeover(live);
     link = new NotebookLink(
       session as unknown as LinkSession,
       () => 'work/a.ipynb',
@@ -193,6 +201,16 @@ describe('NotebookLink', () => {
       { protocol: 'rlm/1', op: 'cells', request_id: 'hello', cells: [] }
     ]);
     expect(kernel.comms[1].closed).toBe(true);
+  });
+
+  it('has the live handler apply what it queued before a take-over op', () => {
+    kernel.publish('comm_msg', { data: insert });
+    expect(live.flushes).toBe(0);
+    kernel.publish('comm_msg', {
+      data: { protocol: 'rlm/1', op: 'get_cells', request_id: 'q' }
+    });
+    expect(live.batches).toHaveLength(1);
+    expect(takeover.flushesSeen).toEqual([1]);
   });
 
   it('routes other iopub messages, and no comm message', () => {
