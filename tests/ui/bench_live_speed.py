@@ -256,13 +256,14 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         f"{r['target_p95_ms']:.0f} ms): {_verdict(p95_met)}",
         "",
         f"Where ours goes: the kernel's own run took {median(r['kernel_in_browser_run_s']):.2f} s of ours' "
-        f"{median(r['ours_s']):.2f} s (the RLM kernel alone, no page: {median(r['kernel_alone_s']):.2f} s), and the "
-        f"page had every cell rendered {median(m['total'] - m['answer_insert'] for m in r['marks_ms']):.0f} ms after "
-        "the answer's op arrived: the run in the kernel is the critical path, not the page. With root replies not "
-        f"streamed ours took {median(r['ours_whole_s']):.2f} s ({median(r['ours_whole_s']) / plain:.2f}x JupyterLab "
-        f"alone): streaming costs each of the {r['steps'] + 1} root calls time (headless "
-        f"{median(r['headless_s']):.2f} s streamed against {median(r['headless_whole_s']):.2f} s whole), and in "
-        "the browser the kernel shares this machine's cores with the page and the Jupyter server.",
+        f"{median(r['ours_s']):.2f} s (the RLM kernel alone, no page: {median(r['kernel_alone_s']):.2f} s). The page "
+        f"received the answer's op {median(m['answer_insert'] for m in r['marks_ms']):.0f} ms after the cell was "
+        f"executed and had every cell rendered {median(m['total'] - m['answer_insert'] for m in r['marks_ms']):.0f} ms "
+        "later: JupyterLab creating the editors of the cells it had not attached yet while the run's messages kept "
+        f"the page busy (the CPU seconds above share this machine's {os.cpu_count()} cores). With "
+        f"root replies not streamed ours took {median(r['ours_whole_s']):.2f} s ({median(r['ours_whole_s']) / plain:.2f}x "
+        f"JupyterLab alone): streaming costs each of the {r['steps'] + 1} root calls time (headless "
+        f"{median(r['headless_s']):.2f} s streamed against {median(r['headless_whole_s']):.2f} s whole).",
     ])
     machine = machine_info()
     machine["load_average"] = tuple(round(x, 2) for x in r["load_average_at_start"])
