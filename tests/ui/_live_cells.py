@@ -3,10 +3,11 @@ replies at once (each step a line of prose and a trivial ```repl cell; then
 FINAL), timed headless, in the RLM kernel alone (no page) and in a real
 JupyterLab in Chromium from executing the %%rlm cell until every cell of the
 run is rendered with its output (root replies streamed, and not:
-``--no-stream``); and the very cells of that run inserted
-again by the page itself, no kernel involved, in that JupyterLab and in one
-where our extension is disabled (JupyterLab's own cost of creating and
-rendering them). Part of the live-speed benchmark (bench_live_speed.py)."""
+``--no-stream``); and the very cells of that run inserted again by the page
+itself, no kernel involved, in that JupyterLab and, right after each run, in
+one open beside it where our extension is disabled (JupyterLab's own cost of
+creating and rendering them, under the same load). Part of the live-speed
+benchmark (bench_live_speed.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -317,47 +318,65 @@ def _file_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def lab_page(log_name: str, without_extension: bool = False) -> Iterator[tuple[LabServer, Any]]:
-    """A JupyterLab of its own (in a temporary folder) and a Chromium page."""
+def lab_page(log_name: str, without_extension: bool = False, playwright: Any = None) -> Iterator[tuple[LabServer, Any]]:
+    """A JupyterLab of its own (in a temporary folder) and a page in a
+    Chromium of its own (``playwright``: an instance already started, as for
+    a second JupyterLab beside the first)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="rlm-bench-") as tmp:
         lab = start_lab(Path(tmp), log_name, without_extension=without_extension)
         try:
-            with sync_playwright() as playwright:
+            with ExitStack() as stack:
+                if playwright is None:
+                    playwright = stack.enter_context(sync_playwright())
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                try:
-                    yield lab, browser.new_page(viewport={"width": 1400, "height": 900})
-                finally:
-                    browser.close()
+                stack.callback(browser.close)
+                yield lab, browser.new_page(viewport={"width": 1400, "height": 900})
         finally:
             lab.stop()
 
 
-def time_jupyterlab_alone(cells: list[dict[str, Any]], repeat: int) -> dict[str, list[float]]:
-    """The notebook alone again, in a JupyterLab where our extension is
-    disabled: what JupyterLab itself needs to insert and render the cells,
-    all in one transaction ('batch') and one cell per task ('stream')."""
-    import nbformat
+class JupyterLabAlone:
+    """The peer: a JupyterLab where our extension is disabled, in a Chromium
+    of its own, open beside ours for the whole measurement. It opens the
+    cells of ours' first run (outputs included; every run writes the same
+    cells) as a notebook; after each run of ours it takes them out and inserts
+    them again, all in one transaction ('batch') and one cell per task
+    ('stream'): what JupyterLab itself needs to insert and render them, under
+    the same load as the run just before (timed apart, minutes later, the
+    machine's drift went into the ratio)."""
 
-    cells = [_file_cell(c) for c in cells]
-    nbformat.validate(nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
-    with lab_page("bench-jupyter-lab-plain.log", without_extension=True) as (lab, page):
-        path = lab.write_notebook("plain.ipynb", cells, kernel="python3")
+    def __init__(self, lab: LabServer, page: Any) -> None:
+        self.lab = lab
+        self.page = page
+        self.opened = False
+
+    def open(self, cells: list[dict[str, Any]]) -> None:
+        import nbformat
+
+        cells = [_file_cell(c) for c in cells]
+        nbformat.validate(nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+        path = self.lab.write_notebook("plain.ipynb", cells, kernel="python3")
         try:
-            open_notebook(page, lab, path)
+            open_notebook(self.page, self.lab, path)  # renders them all once: JupyterLab's code is warm
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "bench_live_speed-plain.png"))
+            self.screenshot()
             raise
-        assert not page.evaluate("() => window.jupyterapp.hasPlugin('rlm-kernel:plugin')"), \
+        assert not self.page.evaluate("() => window.jupyterapp.hasPlugin('rlm-kernel:plugin')"), \
             "the extension should be disabled in this JupyterLab"
-        times: dict[str, list[float]] = {"batch": [], "stream": []}
-        for _ in range(repeat):
-            for mode, found in times.items():
-                page.wait_for_timeout(300)
-                found.append(page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000)
-        page.screenshot(path=str(ARTIFACTS / "bench_live_speed-plain.png"))
-    return times
+        self.opened = True
+
+    def time(self) -> dict[str, float]:
+        """Seconds to insert and render the run's cells ('batch', 'stream')."""
+        times = {}
+        for mode in ("batch", "stream"):
+            self.page.wait_for_timeout(300)
+            times[mode] = self.page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000
+        return times
+
+    def screenshot(self) -> None:
+        self.page.screenshot(path=str(ARTIFACTS / "bench_live_speed-plain.png"))
 
 
 # The two %%rlm cells of the browser notebook: root replies streamed (as by
@@ -366,9 +385,11 @@ BENCH_CELLS = {"bench": "", "bench-whole": "--no-stream"}
 _KEEP = ["ctx", "warm", *BENCH_CELLS]
 
 
-def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, shot: Path) -> dict[str, Any]:
+def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, shot: Path,
+                 peer: JupyterLabAlone) -> dict[str, Any]:
     """``repeat`` runs of each %%rlm cell in ``page`` (a JupyterLab with our
-    extension); after each streamed run, the notebook-alone timings."""
+    extension); after each streamed run, the notebook-alone timings here and
+    the same cells in ``peer``."""
     magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", "--new", sub_model=False)
     path = lab.write_notebook("bench.ipynb", [
         code_cell("context = 'word ' * 1000", "ctx"),
@@ -386,6 +407,7 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
     kernel_times: dict[str, list[float]] = {cell: [] for cell in BENCH_CELLS}
     marks, stuck = [], 0
     alone: dict[str, list[float]] = {"batch": [], "stream": []}
+    plain: dict[str, list[float]] = {"batch": [], "stream": []}
     cpu: dict[str, list[float]] = {}
     while len(times["bench-whole"]) < repeat:
         cell = "bench" if len(times["bench"]) == len(times["bench-whole"]) else "bench-whole"
@@ -414,8 +436,12 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
             for mode in alone:
                 page.wait_for_timeout(300)
                 alone[mode].append(page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000)
-            run_cells = page.evaluate(_RUN_CELLS_JSON)
+            if not peer.opened:
+                peer.open(page.evaluate(_RUN_CELLS_JSON))
+            for mode, seconds in peer.time().items():
+                plain[mode].append(seconds)
         kernel_times[cell].append(_kernel_elapsed(page, steps))
     return {"browser": times["bench"], "browser_whole": times["bench-whole"], "kernel": kernel_times["bench"],
             "kernel_whole": kernel_times["bench-whole"], "marks": marks, "stuck": stuck,
-            "alone_batch": alone["batch"], "alone_stream": alone["stream"], "cpu": cpu, "run_cells": run_cells}
+            "alone_batch": alone["batch"], "alone_stream": alone["stream"], "cpu": cpu,
+            "plain_batch": plain["batch"], "plain_stream": plain["stream"]}

@@ -9,10 +9,11 @@ directly; tests/ui/test_bench_live_speed.py runs ``--quick``):
    <= 1.25x). A 30-step run whose scripted model replies at once (each step a
    line of prose and a trivial ```repl cell, then FINAL) is timed from
    executing the %%rlm cell until every cell of the run is rendered with its
-   output; then the very cells of that run (outputs included) are inserted
-   again by the page itself, no kernel involved, in a JupyterLab where our
-   extension is disabled, all in one transaction: the ratio of the two
-   medians is the headline. Context (_live_cells.py): the kernel's own run
+   output; right after each run, the very cells of that run (outputs
+   included) are inserted again by the page itself, no kernel involved, in a
+   JupyterLab where our extension is disabled, open beside ours in a Chromium
+   of its own, all in one transaction: the ratio of the two medians is the
+   headline (each run's own ratio is printed too). Context (_live_cells.py): the kernel's own run
    time inside ours; ours with root replies not streamed (``--no-stream``);
    the same run headless (``RLM.completion``, streamed and not) and in the
    RLM kernel alone (no page); the page's own insertion one cell per task and
@@ -60,14 +61,15 @@ from _batch_fill import run_batch  # noqa: E402 - after the sys.path line
 from _lab import CHROMIUM  # noqa: E402
 from _live_cells import (  # noqa: E402
     InstantModel,
+    JupyterLabAlone,
     lab_page,
     time_browser,
     time_headless,
-    time_jupyterlab_alone,
     time_kernel_alone,
 )
 from _token_to_page import plan, run_streaming  # noqa: E402
 from labdriver import ARTIFACTS, shutdown_all_sessions  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
 
 from rlm_kernel.testing.server import ScriptedServer  # noqa: E402
 
@@ -82,16 +84,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with ScriptedServer(InstantModel(args.steps)) as server:
         headless = time_headless(server.url, args.steps, args.repeat)
         kernel_alone = time_kernel_alone(server.url, args.steps, args.repeat)
-        with lab_page("bench-jupyter-lab.log") as (lab, page):
-            cells = time_browser(page, lab, server.url, args.steps, args.repeat, shot)
+        with sync_playwright() as playwright, lab_page("bench-jupyter-lab.log", playwright=playwright) as (lab, page):
+            with lab_page("bench-jupyter-lab-plain.log", without_extension=True,
+                          playwright=playwright) as (plain_lab, plain_page):
+                peer = JupyterLabAlone(plain_lab, plain_page)
+                cells = time_browser(page, lab, server.url, args.steps, args.repeat, shot, peer)
+                peer.screenshot()
             shutdown_all_sessions(page)  # each part has the machine to itself
             streaming = run_streaming(page, lab, plan(args.quick), str(ARTIFACTS / "bench_token_to_page"))
             shutdown_all_sessions(page)
             batch = run_batch(page, lab, args.batch)
-    plain = time_jupyterlab_alone(cells.pop("run_cells"), args.repeat)
     load_after = os.getloadavg()
     median = statistics.median
-    ratio = median(cells["browser"]) / median(plain["batch"])
+    ratio = median(cells["browser"]) / median(cells["plain_batch"])
+    # Each run of ours over the peer's insertion timed right after it.
+    paired = [ours / plain for ours, plain in zip(cells["browser"], cells["plain_batch"], strict=True)]
     model = streaming["to_model_ms"] or {}
     longest = (f"{batch['longest_task_while_filling_ms']:.0f}" if batch["long_tasks_while_filling"]
                else "under 50")  # the long-task threshold: shorter tasks are not reported
@@ -100,8 +107,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                f"batch: longest main-thread task {longest} ms while it fills")
     return {
         "quick": args.quick, "steps": args.steps, "repeat": args.repeat,
-        "ours_s": cells["browser"], "jupyterlab_alone_s": plain["batch"], "ratio": ratio, "target_ratio": TARGET_RATIO,
-        "jupyterlab_alone_stream_s": plain["stream"],
+        "ours_s": cells["browser"], "jupyterlab_alone_s": cells["plain_batch"], "ratio": ratio,
+        "paired_ratios": paired, "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
         "ours_whole_s": cells["browser_whole"], "kernel_in_browser_run_whole_s": cells["kernel_whole"],
         "headless_s": headless["stream"], "headless_whole_s": headless["whole"],
         "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
@@ -114,6 +121,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def _show(times: list[float]) -> str:
     return f"median {statistics.median(times):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in times)})"
+
+
+def _ratios(ratios: list[float]) -> str:
+    return f"median {statistics.median(ratios):.2f}  (runs: {', '.join(f'{x:.2f}' for x in ratios)})"
 
 
 def _pct(figures: dict[str, float] | None) -> str:
@@ -143,6 +154,7 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"  JupyterLab alone (our extension disabled), one go  : {_show(r['jupyterlab_alone_s'])}")
     print(f"  ratio ours / JupyterLab alone                       : {r['ratio']:.2f} "
           f"(target <= {r['target_ratio']}): {_verdict(r['ratio'] <= r['target_ratio'])}")
+    print(f"    run by run (each over the peer timed right after) : {_ratios(r['paired_ratios'])}")
     print("  context:")
     print(f"  the kernel's own run time during ours               : {_show(r['kernel_in_browser_run_s'])}")
     print(f"  ours, root replies not streamed (--no-stream)       : {_show(r['ours_whole_s'])}")
@@ -213,9 +225,10 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         f"`tests/ui/bench_live_speed.py`, in a real JupyterLab in Debian's Chromium. **Ours against JupyterLab "
         f"inserting the same cells itself**: a {r['steps']}-step run whose scripted model answers at once (each "
         "step a line of prose and a code cell that prints, then FINAL), from executing the `%%rlm` cell until "
-        "every cell of the run is rendered with its output; then the page inserts those very cells again "
-        "itself, no kernel involved, in a JupyterLab where our extension is disabled (all in one transaction). "
-        f"Medians of {r['repeat']} runs each.",
+        "every cell of the run is rendered with its output; right after each run, a page inserts those very "
+        "cells again itself, no kernel involved, in a JupyterLab where our extension is disabled, open beside ours "
+        "in a Chromium of its own (all in one transaction), so that both see the same load. "
+        f"Medians of {r['repeat']} runs each; each run's own ratio: {_ratios(r['paired_ratios'])}.",
         "",
         md_table([
             row("ours: execute the `%%rlm` cell until every cell is rendered", r["ours_s"]),
