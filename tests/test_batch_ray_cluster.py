@@ -164,7 +164,7 @@ def test_a_batch_runs_on_a_cluster_started_apart_with_token_auth(cluster, models
     assert cluster.token not in written
 
 
-@pytest.mark.parametrize("env_of, said", [
+TOKEN_CASES = pytest.mark.parametrize("env_of, said", [
     (lambda c: clean_env(), r"The Ray cluster at 127\.0\.0\.1:\d+ asks for its auth token: set RAY_AUTH_MODE=token "
                             r"and RAY_AUTH_TOKEN \(or RAY_AUTH_TOKEN_PATH\) to the cluster's token\."),
     (lambda c: c.env(RAY_AUTH_TOKEN="0" * 32),
@@ -174,6 +174,9 @@ def test_a_batch_runs_on_a_cluster_started_apart_with_token_auth(cluster, models
      r"RAY_AUTH_MODE is token but no token was found: set RAY_AUTH_TOKEN \(or RAY_AUTH_TOKEN_PATH\) to the token "
      r"of the Ray cluster at 127\.0\.0\.1:\d+\."),
 ], ids=["no-token", "wrong-token", "token-mode-without-token"])
+
+
+@TOKEN_CASES
 def test_a_missing_or_wrong_token_is_refused_in_one_sentence(cluster, models, tmp_path, env_of, said):
     before = len(models.requests)
     done, _ = batch(tmp_path, models, cluster.address, env_of(cluster), timeout=300)
@@ -181,6 +184,34 @@ def test_a_missing_or_wrong_token_is_refused_in_one_sentence(cluster, models, tm
     last = done.stderr.strip().splitlines()[-1]
     assert re.fullmatch("rlm-kernel: error: " + said, last), last
     assert len(models.requests) == before and not list((tmp_path / "out").glob("*.ipynb"))
+
+
+CHECK_TOKEN = """
+import sys
+from rlm_kernel.batch.ray_tasks import check_token
+from rlm_kernel.errors import RLMError
+try:
+    check_token(sys.argv[1])
+except RLMError as error:
+    sys.exit(str(error))
+print("taken")
+"""
+
+
+@TOKEN_CASES
+def test_the_token_is_checked_before_ray_connects(cluster, env_of, said):
+    """The batch's own check, one connection to the cluster's GCS: Ray's
+    connect would try again for ~20 s before it said the token was refused."""
+    done = subprocess.run([sys.executable, "-c", CHECK_TOKEN, cluster.address], env=env_of(cluster),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == "", done
+    assert re.fullmatch(said, done.stderr.strip().splitlines()[-1]), done.stderr
+
+
+def test_the_right_token_passes_the_check(cluster):
+    done = subprocess.run([sys.executable, "-c", CHECK_TOKEN, cluster.address], env=cluster.env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "taken\n", done
 
 
 def test_an_address_where_nothing_listens_is_refused_at_once(models, tmp_path):

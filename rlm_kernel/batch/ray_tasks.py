@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class RayRunner:
                     ray.init(num_cpus=self.workers or os.cpu_count() or 1, **settings)
                 else:
                     check_listening(self.address)
+                    check_token(self.address)
                     ray.init(address=self.address, **settings)
             except RLMError:
                 raise
@@ -111,6 +113,48 @@ def check_listening(address: str, timeout: float = 10.0) -> None:
             from None
 
 
+def check_token(address: str, wait: float = 5.0) -> None:
+    """Refuse at once a cluster that will not take this machine's token: Ray
+    connects again for ~20 s before it says so. Ray's own checks, as
+    ``ray.init`` makes them for a running cluster: a token is there when
+    token auth is on, then one connection to the cluster's GCS with it. Any
+    other outcome (connected, another error, no answer within ``wait``) is
+    left to ``ray.init``."""
+    if address == "auto" or address.startswith("ray://"):
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            ensure_token_if_auth_enabled,
+        )
+        from ray._raylet import GcsClient
+    except ImportError:  # another Ray than the one this was written for: ray.init says it all
+        return
+    try:
+        # Before GcsClient: with token auth on and no token, Ray's C++ side aborts the process.
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    except Exception as error:  # noqa: BLE001 - Ray's AuthenticationError, said in one sentence
+        raise RLMError(why_not(error, address)) from None
+    refused: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            GcsClient(address=address)
+        except Exception as error:  # noqa: BLE001 - read below
+            refused.append(error)
+
+    # A daemon thread: a listener that is no Ray GCS keeps the client waiting (~40 s).
+    probe = threading.Thread(target=connect, name="rlm-ray-token-check", daemon=True)
+    probe.start()
+    probe.join(wait)
+    if refused and _token_refused(refused[0]):
+        raise RLMError(why_not(refused[0], address))
+
+
+def _token_refused(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}"
+    return "AuthenticationError" in text or "InvalidAuthToken" in text
+
+
 def why_not(error: BaseException, address: str | None) -> str:
     """One sentence for a Ray instance that would not start or a cluster that
     refused us. Ray keeps the cause of a refused connection as text in the
@@ -137,4 +181,4 @@ def why_not(error: BaseException, address: str | None) -> str:
     return f"Cannot connect to the Ray cluster at {address}: {first}."
 
 
-__all__ = ["RayRunner", "check_listening", "why_not"]
+__all__ = ["RayRunner", "check_listening", "check_token", "why_not"]
