@@ -12,8 +12,9 @@ directly; tests/ui/test_bench_live_speed.py runs ``--quick``):
    output; right after each run, the very cells of that run (outputs
    included) are inserted again by the page itself, no kernel involved, in a
    JupyterLab where our extension is disabled, open beside ours in a Chromium
-   of its own, all in one transaction: the ratio of the two medians is the
-   headline (each run's own ratio is printed too). Context (_live_cells.py): the kernel's own run
+   of its own, all in one transaction: the median of the runs' own ratios
+   (each run of ours over the insertion timed right after it, under the same
+   load) is the headline; the ratio of the two medians is printed too. Context (_live_cells.py): the kernel's own run
    time inside ours; ours with root replies not streamed (``--no-stream``);
    the same run headless (``RLM.completion``, streamed and not) and in the
    RLM kernel alone (no page); the page's own insertion one cell per task and
@@ -96,9 +97,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             batch = run_batch(page, lab, args.batch)
     load_after = os.getloadavg()
     median = statistics.median
-    ratio = median(cells["browser"]) / median(cells["plain_batch"])
-    # Each run of ours over the peer's insertion timed right after it.
+    # Each run of ours over the peer's insertion timed right after it: the
+    # machine's drift over the minutes of the measurement stays out of it.
     paired = [ours / plain for ours, plain in zip(cells["browser"], cells["plain_batch"], strict=True)]
+    ratio = median(paired)
     model = streaming["to_model_ms"] or {}
     longest = (f"{batch['longest_task_while_filling_ms']:.0f}" if batch["long_tasks_while_filling"]
                else "under 50")  # the long-task threshold: shorter tasks are not reported
@@ -108,7 +110,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "quick": args.quick, "steps": args.steps, "repeat": args.repeat,
         "ours_s": cells["browser"], "jupyterlab_alone_s": cells["plain_batch"], "ratio": ratio,
-        "paired_ratios": paired, "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
+        "paired_ratios": paired, "ratio_of_medians": median(cells["browser"]) / median(cells["plain_batch"]), "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
         "ours_whole_s": cells["browser_whole"], "kernel_in_browser_run_whole_s": cells["kernel_whole"],
         "headless_s": headless["stream"], "headless_whole_s": headless["whole"],
         "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
@@ -152,9 +154,10 @@ def print_report(r: dict[str, Any]) -> None:
           f"instantly, {r['repeat']} runs each)")
     print(f"  ours: execute the %%rlm cell -> every cell rendered  : {_show(r['ours_s'])}")
     print(f"  JupyterLab alone (our extension disabled), one go  : {_show(r['jupyterlab_alone_s'])}")
-    print(f"  ratio ours / JupyterLab alone                       : {r['ratio']:.2f} "
-          f"(target <= {r['target_ratio']}): {_verdict(r['ratio'] <= r['target_ratio'])}")
-    print(f"    run by run (each over the peer timed right after) : {_ratios(r['paired_ratios'])}")
+    print(f"  ours / JupyterLab alone, run by run (each run over  : {_ratios(r['paired_ratios'])}")
+    print(f"    the peer timed right after it): the median {r['ratio']:.2f} (target <= {r['target_ratio']}): "
+          f"{_verdict(r['ratio'] <= r['target_ratio'])}")
+    print(f"  the ratio of the two medians                        : {r['ratio_of_medians']:.2f}")
     print("  context:")
     print(f"  the kernel's own run time during ours               : {_show(r['kernel_in_browser_run_s'])}")
     print(f"  ours, root replies not streamed (--no-stream)       : {_show(r['ours_whole_s'])}")
@@ -228,7 +231,9 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         "every cell of the run is rendered with its output; right after each run, a page inserts those very "
         "cells again itself, no kernel involved, in a JupyterLab where our extension is disabled, open beside ours "
         "in a Chromium of its own (all in one transaction), so that both see the same load. "
-        f"Medians of {r['repeat']} runs each; each run's own ratio: {_ratios(r['paired_ratios'])}.",
+        f"Medians of {r['repeat']} runs each. The headline is the median of each run's own ratio (ours over the "
+        f"insertion timed right after it): {_ratios(r['paired_ratios'])}; the ratio of the two medians in the "
+        f"table is {r['ratio_of_medians']:.2f}.",
         "",
         md_table([
             row("ours: execute the `%%rlm` cell until every cell is rendered", r["ours_s"]),
@@ -263,7 +268,8 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         "",
         "Targets:",
         "",
-        f"- ours / JupyterLab alone: {r['ratio']:.2f} (target <= {r['target_ratio']}): "
+        f"- ours / JupyterLab alone (the median of the runs' own ratios): {r['ratio']:.2f} "
+        f"(target <= {r['target_ratio']}): "
         f"{_verdict(r['ratio'] <= r['target_ratio'])}",
         f"- token to page, p95 in the notebook model: {model['p95'] if model else float('nan'):.0f} ms (target <= "
         f"{r['target_p95_ms']:.0f} ms): {_verdict(p95_met)}",
