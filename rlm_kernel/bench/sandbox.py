@@ -91,8 +91,9 @@ def run_sandbox(*, steps: int = 60, repeats: int = 7, progress: Progress = quiet
                           f"run_{steps}_steps_s": median(times[label]["many"]), "per_step_s": median(per_turn[label])}
     plain, boxed = figures["unconfined"], figures["sandboxed"]
     # the ratio of each turn (its two kinds ran back to back), then their median: load that changes between
-    # turns falls on both sides of a ratio alike
-    ratios = [b / p for p, b in zip(per_turn["unconfined"], per_turn["sandboxed"], strict=True) if p > 0]
+    # turns falls on both sides of a ratio alike. A turn whose longer run was not the slower one (too few
+    # steps for the machine's noise) has no per-step time to compare: it is left out, not a negative ratio.
+    ratios = [b / p for p, b in zip(per_turn["unconfined"], per_turn["sandboxed"], strict=True) if p > 0 and b > 0]
     step_ratio = median(ratios)
     extra_start = (boxed["start_s"] or 0) - (plain["start_s"] or 0)
     return {
@@ -118,7 +119,9 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
          f"+{summary['extra_start_s'] * 1000:.0f} ms", f"< {START_TARGET_S * 1000:.0f} ms extra: "
          f"{verdict(targets['extra_start'])}"],
         ["per step (one llm_query)", ms(plain["per_step_s"]), ms(boxed["per_step_s"]),
-         fmt_ratio(summary["per_step_ratio"], 3) + _spread(summary.get("per_step_ratios") or []),
+         (fmt_ratio(summary["per_step_ratio"], 3) + _spread(summary.get("per_step_ratios") or [])
+          if summary["per_step_ratio"] is not None
+          else "n/a (no turn's longer run was the slower one: give more --steps)"),
          f"<= {STEP_TARGET}x: {verdict(targets['per_step'])}"],
         ["run of 1 step", ms(plain["run_1_step_s"]), ms(boxed["run_1_step_s"]),
          fmt_ratio(_ratio(boxed["run_1_step_s"], plain["run_1_step_s"])), ""],
