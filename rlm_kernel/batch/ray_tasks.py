@@ -134,20 +134,20 @@ def check_token(address: str, wait: float = 5.0) -> None:
         ensure_token_if_auth_enabled(None, create_token_if_missing=False)
     except Exception as error:  # noqa: BLE001 - Ray's AuthenticationError, said in one sentence
         raise RLMError(why_not(error, address)) from None
-    refused: list[BaseException] = []
+    failed: list[BaseException] = []
 
     def connect() -> None:
         try:
             GcsClient(address=address)
         except Exception as error:  # noqa: BLE001 - read below
-            refused.append(error)
+            failed.append(error)
 
     # A daemon thread: a listener that is no Ray GCS keeps the client waiting (~40 s).
     probe = threading.Thread(target=connect, name="rlm-ray-token-check", daemon=True)
     probe.start()
     probe.join(wait)
-    if refused and _token_refused(refused[0]):
-        raise RLMError(why_not(refused[0], address))
+    if failed and _token_refused(failed[0]):
+        raise RLMError(why_not(failed[0], address))
 
 
 def _token_refused(error: BaseException) -> bool:
