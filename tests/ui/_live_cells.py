@@ -263,18 +263,23 @@ def _kernel_elapsed(page: Any, steps: int) -> float:
 
 class CpuMeter:
     """CPU seconds used by the page's renderer, the Jupyter server and the
-    kernel between start() and stop()."""
+    kernel between start() and stop(). The page is the renderers of the first
+    Chromium this process started (ours; the peer's comes after it)."""
 
     def __init__(self, lab: LabServer) -> None:
         import psutil
 
         self.lab_process = psutil.Process(lab.process.pid)
-        self.me = psutil.Process()
+        # /usr/bin/chromium starts /usr/lib/chromium/chromium: the browser is the one without a --type=
+        commands = {p: p.cmdline() or [""] for p in psutil.Process().children(recursive=True)}
+        browsers = [p for p, command in commands.items()
+                    if Path(command[0]).name == "chromium" and not any(a.startswith("--type=") for a in command)]
+        self.browser = min(browsers, key=lambda p: p.create_time())
 
     def _processes(self) -> dict[str, list[Any]]:
         children = self.lab_process.children(recursive=True)
         return {
-            "page": [p for p in self.me.children(recursive=True) if "--type=renderer" in " ".join(p.cmdline())],
+            "page": [p for p in self.browser.children(recursive=True) if "--type=renderer" in " ".join(p.cmdline())],
             "server": [self.lab_process],
             "kernel": [p for p in children if "rlm_kernel" in " ".join(p.cmdline())],
         }
