@@ -342,6 +342,16 @@ def lab_page(log_name: str, without_extension: bool = False, playwright: Any = N
             lab.stop()
 
 
+def insert_again(page: Any) -> dict[str, float]:
+    """Seconds for ``page`` to take the run's cells out and insert them
+    again, all in one transaction ('batch') and one cell per task ('stream')."""
+    times = {}
+    for mode in ("batch", "stream"):
+        page.wait_for_timeout(300)
+        times[mode] = page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000
+    return times
+
+
 class JupyterLabAlone:
     """The peer: a JupyterLab where our extension is disabled, in a Chromium
     of its own, open beside ours for the whole measurement. It opens the
@@ -374,11 +384,7 @@ class JupyterLabAlone:
 
     def time(self) -> dict[str, float]:
         """Seconds to insert and render the run's cells ('batch', 'stream')."""
-        times = {}
-        for mode in ("batch", "stream"):
-            self.page.wait_for_timeout(300)
-            times[mode] = self.page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000
-        return times
+        return insert_again(self.page)
 
     def screenshot(self) -> None:
         self.page.screenshot(path=str(ARTIFACTS / "bench_live_speed-plain.png"))
@@ -438,9 +444,8 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
             for name, seconds in used.items():
                 cpu.setdefault(name, []).append(seconds)
             page.screenshot(path=str(shot))
-            for mode in alone:
-                page.wait_for_timeout(300)
-                alone[mode].append(page.evaluate(_NOTEBOOK_ALONE, ["bench", mode]) / 1000)
+            for mode, seconds in insert_again(page).items():
+                alone[mode].append(seconds)
             if not peer.opened:
                 peer.open(page.evaluate(_RUN_CELLS_JSON))
             for mode, seconds in peer.time().items():

@@ -110,7 +110,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "quick": args.quick, "steps": args.steps, "repeat": args.repeat,
         "ours_s": cells["browser"], "jupyterlab_alone_s": cells["plain_batch"], "ratio": ratio,
-        "paired_ratios": paired, "ratio_of_medians": median(cells["browser"]) / median(cells["plain_batch"]), "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
+        "paired_ratios": paired, "ratio_of_medians": median(cells["browser"]) / median(cells["plain_batch"]),
+        "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
         "ours_whole_s": cells["browser_whole"], "kernel_in_browser_run_whole_s": cells["kernel_whole"],
         "headless_s": headless["stream"], "headless_whole_s": headless["whole"],
         "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
