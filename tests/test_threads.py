@@ -229,3 +229,17 @@ def test_interrupt_with_no_code_running_does_nothing() -> None:
     assert _run_on(worker, lambda: "fine").result(5) == "fine"
     worker.close()
     CallerThread().interrupt()  # never served: no thread to interrupt
+
+
+def test_stopping_the_engine_loop_ends_its_thread_quietly() -> None:
+    # In a process of its own: the engine loop of this one serves the other tests.
+    import subprocess
+    import sys
+
+    probe = ("from rlm_kernel.engine.engine_loop import engine_loop, stop_engine_loop, submit\n"
+             "async def answer():\n    return 42\n"
+             "assert submit(answer()).result(5) == 42\n"
+             "stop_engine_loop()\n"
+             "print(engine_loop().rlm_thread.is_alive())\n")  # the same loop: stopped, not closed
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "False", "")

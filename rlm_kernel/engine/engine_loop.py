@@ -27,7 +27,12 @@ def engine_loop() -> asyncio.AbstractEventLoop:
             def serve() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                # One task the loop runs until stopped, rather than run_forever:
+                # anyio (under litellm and httpx) ties its worker threads to the
+                # task run_until_complete runs. Without it, each streamed root
+                # call started a thread of its own and stopped it at the call's
+                # end (litellm puts the reply together in a worker thread).
+                loop.run_until_complete(_serve_until_stopped(loop))
 
             thread = threading.Thread(target=serve, name="rlm-engine", daemon=True)
             thread.start()
@@ -37,6 +42,20 @@ def engine_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+async def _serve_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    stopped = loop.create_future()
+    loop.rlm_stopped = stopped  # type: ignore[attr-defined]
+    await stopped
+
+
+def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    stopped = getattr(loop, "rlm_stopped", None)
+    if stopped is None:  # its task has not started yet: it will have by the next turn
+        loop.call_soon(_stop, loop)
+    elif not stopped.done():
+        stopped.set_result(None)
+
+
 def stop_engine_loop(timeout: float = 2.0) -> None:
     """Stop the engine loop at exit, before litellm's own exit handler flushes
     its logging queue in a loop of its own: with ours still running, both
@@ -44,7 +63,7 @@ def stop_engine_loop(timeout: float = 2.0) -> None:
     loop = _loop
     if loop is None or loop.is_closed() or not loop.is_running():
         return
-    loop.call_soon_threadsafe(loop.stop)
+    loop.call_soon_threadsafe(_stop, loop)
     thread = getattr(loop, "rlm_thread", None)
     if thread is not None and thread is not threading.current_thread():
         thread.join(timeout)
