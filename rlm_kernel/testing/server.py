@@ -80,6 +80,10 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+def _chunk(data: bytes) -> bytes:  # one chunk of a chunked body (empty: the body's end)
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
 def prompt_text(body: dict[str, Any]) -> str:
     """The last user message of a request (the sub-call prompt)."""
     for message in reversed(body.get("messages", [])):
@@ -272,8 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         pieces += [("content", t) for t in tokens(reply.text or "")] or [("content", "")]
         if reply.empty_choices:  # only the usage comes
             self._event({**head, "choices": [], "usage": full["usage"]})
-            self._write_chunk(b"data: [DONE]\n\n")
-            self._write_chunk(b"")
+            self._end_stream(done=True)
             return True
         content_sent = 0
         for index, (name, piece) in enumerate(pieces):
@@ -297,16 +300,20 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.usage_delay:
                 stopped.wait(reply.usage_delay)
             self._event({**head, "choices": [], "usage": full["usage"]})
-        if not reply.no_done:
-            self._write_chunk(b"data: [DONE]\n\n")
-        self._write_chunk(b"")  # the chunked body's end
+        self._end_stream(done=not reply.no_done)
         return True
 
     def _event(self, payload: dict[str, Any]) -> None:
         self._write_chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
     def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.write(_chunk(data))
+        self.wfile.flush()
+
+    def _end_stream(self, done: bool) -> None:
+        """``[DONE]`` (if ``done``) and the body's end in one write, as servers send them (apart, a busy
+        process delayed the end past the client's close, and the client lost the connection)."""
+        self.wfile.write((_chunk(b"data: [DONE]\n\n") if done else b"") + _chunk(b""))
         self.wfile.flush()
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
@@ -327,6 +334,11 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 1024
     owner: ScriptedServer
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.owner._lock:
+            self.owner.connections += 1
+        super().process_request(request, client_address)
+
 
 class ScriptedServer:
     """``with ScriptedServer(Script(root=[...])) as server: server.url``"""
@@ -346,6 +358,7 @@ class ScriptedServer:
         self._stopped = threading.Event()
         self.in_flight = 0
         self.max_in_flight = 0
+        self.connections = 0  # TCP connections accepted: a client that keeps its connections makes few
         self._lock = threading.Lock()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
