@@ -377,3 +377,42 @@ def test_the_scripted_server_tells_when_each_piece_was_written(run_rlm):
     assert [name for _, name, _ in pieces] == sorted((name for _, name, _ in pieces), reverse=True)
     times = [t for t, _, _ in pieces]
     assert before <= times[0] and times == sorted(times) and times[-1] - times[0] >= (len(pieces) - 1) / 200 - 0.01
+
+
+def test_streamed_root_calls_start_no_thread_each(run_rlm, monkeypatch):
+    # litellm puts each streamed reply together in one of anyio's worker threads. The engine loop keeps those
+    # threads for the next call; before, every root call started a thread and stopped it at its end.
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        if threading.current_thread().name == "rlm-engine":
+            started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    counts = []
+    for steps in (2, 2, 8):  # the first run may start the worker the others use
+        started.clear()
+        result, _ = run_rlm(root=[repl("x = 1")] * (steps - 1) + ["FINAL(done)"])
+        assert result.iterations == steps
+        counts.append(len(started))
+    assert counts[1] == counts[2], (counts, started)
+
+
+def test_a_runs_streamed_calls_keep_their_connection(server, make_rlm):
+    # Each streamed reply is read to [DONE] and the body's end, so the client keeps its connection for the next
+    # call. When the scripted server wrote the body's end apart from [DONE] (and this busy process delayed it),
+    # the client had closed the connection already: new connections all through a run, and a reset for each.
+    def model(body: dict[str, Any]) -> str:
+        step = 1 + sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return "FINAL(done)" if step > 20 else f"Step {step}.\n{repl(f'x = {step}')}"
+
+    srv = server(model)
+    rlm = make_rlm(srv, max_iterations=21)
+    opened = []
+    for _ in range(3):
+        before = srv.connections
+        assert rlm.completion("word " * 1000, "What is in it?").iterations == 21
+        opened.append(srv.connections - before)
+    assert max(opened[1:]) <= 2, opened  # the first run may open one for litellm's own first call
