@@ -154,16 +154,17 @@ def counting_ctrl_c() -> Iterator[CtrlC]:
 
 
 def _run(args: Any) -> int:
-    from .api import RLM
-    from .engine.context import load_context
-    from .sinks.console import ConsoleSink
-
     if args.resume:
         return _resume(args)
 
     query = _query(args)
     if not args.context:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
+    # Imported once the arguments are known good: the engine's imports take a second or two.
+    from .api import RLM
+    from .engine.context import load_context
+    from .sinks.console import ConsoleSink
+
     rlm = RLM(**options.given(args))
     loaded = load_context(args.context, encoding=args.encoding)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"

@@ -274,3 +274,20 @@ def test_invalid_option_value_exit_2(cli_main, option, value):
 ])
 def test_missing_or_bad_arguments_exit_2(cli_main, args, needle):
     assert_one_line_error(cli_main(args), needle)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["batch", "--help"], ["export", "--help"],
+                                  ["run"], ["run", "--query", "What is in it?"]])
+def test_help_and_usage_errors_import_neither_nbformat_nor_litellm(argv):
+    # nbformat's import takes a second or more (jsonschema builds a grammar for its format checks) and litellm's
+    # several: `rlm-kernel --help`, and a run missing its question or its input, answer at once.
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom rlm_kernel.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('nbformat', 'litellm', 'jsonschema') if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60,
+                          env=clean_env())
+    said = done.stdout if "--help" in argv else done.stderr
+    assert ("usage: rlm-kernel" if "--help" in argv else "rlm-kernel: error: Give the") in said, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

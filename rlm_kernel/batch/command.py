@@ -11,14 +11,16 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._words import plural
 from ..engine import options
 from ..engine.options import whole_number
 from ..errors import RLMError
 from .progress import ProgressBar
-from .tasks import Results, Task, finished, line_from_notebook, notebook_path, read_tasks
+
+if TYPE_CHECKING:
+    from .tasks import Task
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 LOCAL_RAY = "local"
@@ -45,7 +47,10 @@ def add_batch_parser(commands: Any) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
+    # The tasks' notebooks need nbformat, whose import takes a second (jsonschema's
+    # format checks): imported here, not for `rlm-kernel --help` or another command.
     from ..builder import check_models
+    from .tasks import Results, finished, line_from_notebook, read_tasks
 
     tasks = read_tasks(args.tasks)
     given = options.given(args)
@@ -95,6 +100,7 @@ def _local_runs(todo: list[Task], given: dict[str, Any], out: Path, args: argpar
     """The tasks on local worker processes (spawned: a fresh interpreter each)."""
     import multiprocessing
 
+    from .tasks import notebook_path
     from .workers import run_task, start_local_worker
 
     if not todo:
@@ -144,6 +150,7 @@ def _ray_runs(todo: list[Task], given: dict[str, Any], out: Path, args: argparse
     """The tasks as Ray tasks, at most ``--workers`` (default: the cluster's
     CPUs) in flight; each returns its notebook, written here."""
     from .ray_tasks import RayRunner
+    from .tasks import notebook_path
 
     if not todo:
         return
