@@ -324,12 +324,20 @@ assert len(BY_ID) == len(ROWS), "row ids must be unique"
 # -- running a row ---------------------------------------------------------------------------------
 
 
+def row_model(row: Row) -> str:
+    """The root model a row runs with: a name of its own, so that each row meets
+    a model this process has not seen, as a run from the CLI does (whether a
+    model's code may run before its reply ends is learnt per process and model:
+    engine/reply_stream.py)."""
+    return f"{ROOT}-{row.id}"
+
+
 class Responder:
     """One scripted server for every row: the query names the row; the
     number of the root model's replies so far says which step it is on."""
 
     def __call__(self, body: dict[str, Any]) -> Any:
-        if body.get("model") != ROOT.split("/", 1)[1]:
+        if not body.get("model", "").startswith(ROOT.split("/", 1)[1]):
             return f"echo: {prompt_text(body)}"
         row = BY_ID[row_id(body)]
         step = sum(1 for m in body["messages"] if m["role"] == "assistant")

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _helpers import ROOT, SUB
-from _reply_rows import GOES_ON, ROWS, Responder, Row, fence, row_id
+from _helpers import SUB
+from _reply_rows import GOES_ON, ROWS, Responder, Row, fence, row_id, row_model
 
 from rlm_kernel.engine.protocol import parse_reply
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
@@ -38,10 +38,11 @@ def run_row(row: Row, srv: ScriptedServer) -> tuple[Any, str]:
     """The row's run, and what the model was told after the row's step."""
     from rlm_kernel import RLM
 
-    rlm = RLM(model=ROOT, sub_model=SUB, api_base=srv.url, retry_base_delay=0.01, max_iterations=len(row.before) + 2)
+    model = row_model(row)
+    rlm = RLM(model=model, sub_model=SUB, api_base=srv.url, retry_base_delay=0.01, max_iterations=len(row.before) + 2)
     result = rlm.completion("the context text", f"row {row.id}")
     step = len(row.before) + 1
-    asked = [b for b in srv.calls("root-model") if row_id(b) == row.id]
+    asked = [b for b in srv.calls(model.split("/", 1)[1]) if row_id(b) == row.id]
     told = prompt_text(asked[step]) if len(asked) > step else ""
     return result, told
 
