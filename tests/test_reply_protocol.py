@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _helpers import SUB
+from _helpers import SUB, cell_text
 from _reply_rows import GOES_ON, ROWS, Responder, Row, fence, row_id, row_model
 
 from rlm_kernel.engine.protocol import parse_reply
@@ -47,15 +47,27 @@ def run_row(row: Row, srv: ScriptedServer) -> tuple[Any, str]:
     return result, told
 
 
+def transcript(result: Any) -> str:
+    """Every cell of a run with its step, status and output: what a failing row shows."""
+    lines = [f"error: {result.error}"]
+    for cell in result.notebook.cells:
+        rlm = cell.metadata.get("rlm", {})
+        lines.append(f"--- step {rlm.get('step')} {cell.cell_type} {rlm.get('role', '')} {rlm.get('status', '')}")
+        lines.append(cell.source)
+        if cell.cell_type == "code":
+            lines.append(f"=> {cell_text(cell)}")
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_row_end_to_end(row: Row, scripted: ScriptedServer) -> None:
     result, told = run_row(row, scripted)
     step = len(row.before) + 1
     if row.answer == GOES_ON:
-        assert (result.reason, result.answer, result.iterations) == ("final", "__next__", step + 1), (result.error, told)
+        assert (result.reason, result.answer, result.iterations) == ("final", "__next__", step + 1), transcript(result)
     else:
         assert result.reason == "final", (result.reason, result.error)
-        assert result.iterations == step, told
+        assert result.iterations == step, transcript(result)
         assert result.answer == row.answer
         assert type(result.answer) is type(row.answer)
     cells = [c for c in result.notebook.cells if c.metadata.get("rlm", {}).get("step") == step]
