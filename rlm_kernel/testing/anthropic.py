@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .server import Reply, ScriptedServer, _Handler
+    from .replies import Reply
+    from .server import ScriptedServer, _Handler
 
 
 @dataclass
