@@ -185,6 +185,35 @@ def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(r
     assert "broke off after" in feedback and "ran before the break" in feedback
 
 
+def test_a_stream_that_ends_without_a_finish_reason_broke_off_and_is_retried(run_rlm):
+    # The stream ends cleanly mid-block with no finish reason; litellm makes up a "stop" for it. Read as whole, the
+    # model was told its fence was never closed and lost a step; the reply was cut, so it is retried.
+    text = "A first try" + TAIL + "\n```repl\nprint('never')\n```\n"
+    cut = Reply(text=text, break_after=len(text) - 12, break_cleanly=True, tokens_per_s=400)
+    result, srv = run_rlm(root=[cut, Reply(text=repl("print('once')"), tokens_per_s=400), "FINAL(ok)"],
+                          retry_base_delay=0.01)
+    assert result.answer == "ok"
+    assert len(srv.calls("root-model")) == 3  # the cut try, its retry, the answer
+    texts = [cell_text(c) for c in result.notebook.cells]
+    assert not any("first try" in t or "never" in t for t in texts), texts
+    assert [c.metadata.rlm.status for c in cells_by_role(result.notebook, "code")] == ["ok"]
+    assert "never closed" not in feedback_after(srv, 1)
+
+
+def test_a_stream_that_ends_without_a_finish_reason_after_its_code_ran_is_kept_and_the_model_told(run_rlm):
+    text = (repl("print('ran before the cut')", "First.") + "\nNow a second block," + TAIL
+            + ":\n```repl\nprint('cut')\n```\n")
+    cut = Reply(text=text, reasoning="Run it.", break_after=len(text) - 16, break_cleanly=True, tokens_per_s=150)
+    result, srv = run_rlm(root=[cut, "FINAL(ok)"])
+    assert result.answer == "ok"
+    assert len(srv.calls("root-model")) == 2, "a reply whose code had run was sent again"
+    codes = cells_by_role(result.notebook, "code")
+    assert "ran before the cut" in cell_text(codes[0])
+    assert codes[1].metadata.rlm.status == "skipped"
+    feedback = feedback_after(srv, 1)
+    assert "broke off after" in feedback and "no finish reason" in feedback, feedback
+
+
 def test_a_streamed_run_counts_and_prices_exactly_as_a_whole_one(server, make_rlm):
     # gpt-4o-mini is in litellm's local cost map; the scripted server plays it. The streamed reply is put back
     # together from its text and last chunk's usage: the ledger must not tell the difference.

@@ -66,6 +66,10 @@ class Streamed:
             # litellm reads a body that is no event stream at all (cut JSON, an
             # error page) as an empty reply: none came, so the call is retried.
             raise MalformedReply("the provider's stream carried no reply")
+        if self.started and not self.finished:
+            # The stream ended, cleanly, before the provider said the reply was
+            # complete (a proxy whose upstream dropped): the reply broke off.
+            raise MalformedReply("its stream ended with no finish reason")
         response = (litellm.stream_chunk_builder(chunks, messages=messages) if self.rich
                     else self._assemble(litellm, chunks))
         if response is None:
@@ -101,19 +105,19 @@ class Streamed:
             if usage is not None:
                 self.usage_seen = True
                 self.usage = usage
-            self._take(chunk, begun)
+            self._take(chunk, begun, _provider_finished(stream))
             if stop_at_usage and usage is not None and self.finished:
                 # The reply is whole. Asking for the next chunk would only
                 # have litellm put the whole reply together and price it
                 # again for its success callbacks, which nobody set.
                 break
 
-    def _take(self, chunk: Any, begun: float) -> None:
+    def _take(self, chunk: Any, begun: float, provider_finished: bool) -> None:
         choices = getattr(chunk, "choices", None)
         if not choices:
             return
         finish = getattr(choices[0], "finish_reason", None)
-        if finish:
+        if finish and provider_finished:
             self.finish_reason = finish
             if not self.finished:
                 self.finished = True
@@ -133,6 +137,19 @@ class Streamed:
         self.thoughts.append(reasoning)
         if self.listener is not None:
             self.listener.delta(content, reasoning)
+
+
+def _provider_finished(stream: Any) -> bool:
+    """Whether the provider has said its reply is complete: at the end of a
+    stream that said nothing, litellm's stream wrapper yields a made-up "stop"
+    (``finish_reason_handler``). What the provider said (a finish reason, or
+    ``data: [DONE]``, which litellm's OpenAI-compatible reader takes as one)
+    it keeps in ``received_finish_reason`` and ``intermittent_finish_reason``.
+    Only the wrapper that reads the provider itself keeps them: a Router's
+    stream wraps another and keeps neither, so its chunks are taken as sent."""
+    if type(stream).__name__ != "CustomStreamWrapper" or not hasattr(stream, "received_finish_reason"):
+        return True
+    return bool(stream.received_finish_reason or getattr(stream, "intermittent_finish_reason", None))
 
 
 def _listened(litellm: Any) -> bool:

@@ -30,11 +30,14 @@ class Reply:
     # Streaming like a real model (when the request has "stream": true):
     # the first token after ``ttft`` seconds, then ``tokens_per_s`` tokens a
     # second (None: all at once), the reasoning first. ``break_after`` chars of
-    # content streamed, the connection drops (no terminating chunk);
-    # ``no_done`` ends the stream cleanly but without ``data: [DONE]``.
+    # content streamed, the connection drops (no terminating chunk), or with
+    # ``break_cleanly`` the body ends properly there, but with neither a finish
+    # reason nor ``[DONE]`` (a proxy whose upstream dropped); ``no_done`` ends the
+    # whole stream cleanly but without ``data: [DONE]``.
     ttft: float = 0.0
     tokens_per_s: float | None = None
     break_after: int | None = None
+    break_cleanly: bool = False
     no_done: bool = False
     usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
     # Called as on_piece(field, piece) right after each streamed piece is

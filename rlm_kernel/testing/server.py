@@ -181,8 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
         content_sent = 0
         for index, (name, piece) in enumerate(pieces):
             if reply.break_after is not None and name == "content" and content_sent >= reply.break_after:
-                self._hang_up()
-                return False
+                return self._break_off(reply)
             delta = {"role": "assistant", name: piece} if index == 0 else {name: piece}
             self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
             if reply.on_piece is not None:
@@ -193,8 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if wait > 0:
                     stopped.wait(wait)
         if reply.break_after is not None:
-            self._hang_up()
-            return False
+            return self._break_off(reply)
         self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if (body.get("stream_options") or {}).get("include_usage"):
             if reply.usage_delay:
@@ -202,6 +200,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({**head, "choices": [], "usage": full["usage"]})
         self._end_stream(done=not reply.no_done)
         return True
+
+    def _break_off(self, reply: Reply) -> bool:
+        if reply.break_cleanly:
+            self._end_stream(done=False)
+        else:
+            self._hang_up()
+        return False
 
     def _event(self, payload: dict[str, Any]) -> None:
         self._write_chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
