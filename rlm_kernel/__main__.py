@@ -6,6 +6,10 @@ from __future__ import annotations
 def main() -> None:
     from ipykernel.kernelapp import IPKernelApp
 
+    from ._deferred_grammar import defer_iri_grammar
+
+    defer_iri_grammar()
+
     from .kernel.ipkernel import RLMKernel
 
     IPKernelApp.launch_instance(kernel_class=RLMKernel)

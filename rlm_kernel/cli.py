@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ._deferred_grammar import defer_iri_grammar
 from ._words import plural
 from .engine import options
 from .engine.options import new_parser
@@ -84,6 +85,7 @@ def _parser() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    defer_iri_grammar()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = _parser().parse_args(argv)

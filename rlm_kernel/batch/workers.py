@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._deferred_grammar import defer_iri_grammar
+
 _busy = False  # a run is under way in this worker
 _stopping = False  # Ctrl-C was pressed: start no more tasks
 _clients: Any = None  # builder.ModelClients: one Router per router file for the tasks of this worker
@@ -28,6 +30,7 @@ def _on_sigint(signum: int, frame: Any) -> None:
 def start_local_worker() -> None:
     """The initializer of a local worker process."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    defer_iri_grammar()
     signal.signal(signal.SIGINT, _on_sigint)
 
 

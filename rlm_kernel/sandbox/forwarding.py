@@ -19,6 +19,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+from .._deferred_grammar import defer_iri_grammar
 from ..errors import RLMError
 from ..kernel.ipkernel import RLMKernel, _rlm_cell_to_await, _rlm_continue_to_await
 from . import launcher
@@ -258,6 +259,7 @@ class SandboxedRLMKernel(RLMKernel):
 def main() -> None:
     from ipykernel.kernelapp import IPKernelApp
 
+    defer_iri_grammar()
     IPKernelApp.launch_instance(kernel_class=SandboxedRLMKernel)
 
 
