@@ -29,7 +29,9 @@ _real: types.ModuleType | None = None
 
 class _StandIn(types.ModuleType):
     def __getattr__(self, name: str) -> Any:  # any attribute not set here
-        if name.startswith("__"):
+        if name.startswith("__") and name != "__all__":
+            # Tools probe every module for such names (``hasattr(m, "__warningregistry__")``):
+            # that must not build the grammar.
             raise AttributeError(name)
         return getattr(real_module(), name)
 
@@ -53,9 +55,13 @@ def _is_valid_syntax(term: str, value: str) -> bool:
 def defer_iri_grammar() -> None:
     """Put the stand-in in place, unless the module is loaded already or is
     not installed (jsonschema then goes without the check, as it would)."""
-    if NAME in sys.modules or importlib.util.find_spec(NAME) is None:
+    spec = None if NAME in sys.modules else importlib.util.find_spec(NAME)
+    if spec is None:
         return
     stand_in = _StandIn(NAME, "A stand-in that imports rfc3987_syntax when it is first used (rlm_kernel).")
+    # The real module's spec, so that find_spec and importing a submodule still work.
+    stand_in.__spec__, stand_in.__loader__, stand_in.__package__ = spec, spec.loader, NAME
+    stand_in.__file__, stand_in.__path__ = spec.origin, list(spec.submodule_search_locations or [])
     stand_in.is_valid_syntax = _is_valid_syntax  # type: ignore[attr-defined]
     sys.modules[NAME] = stand_in
 

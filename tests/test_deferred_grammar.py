@@ -64,3 +64,17 @@ def test_the_rlm_kernel_defers_it(kernel) -> None:
     kernel.execute("import sys, nbformat")
     assert kernel.value("'rfc3987_syntax.syntax_helpers' in sys.modules") == "False"
     assert kernel.value("type(sys.modules['rfc3987_syntax']).__name__") == "'_StandIn'"
+
+
+def test_the_stand_in_passes_for_the_module_until_it_is_used() -> None:
+    code = (
+        "import importlib.util, sys\nfrom rlm_kernel._deferred_grammar import defer_iri_grammar\n"
+        "defer_iri_grammar()\nimport nbformat\n"
+        "spec = importlib.util.find_spec('rfc3987_syntax')\n"
+        "probed = hasattr(sys.modules['rfc3987_syntax'], '__warningregistry__')  # as warnings and pytest probe\n"
+        "print('built' if 'rfc3987_syntax.syntax_helpers' in sys.modules else 'deferred', spec.origin.endswith('__init__.py'))\n"
+        "from rfc3987_syntax import syntax_helpers\n"
+        "print(type(sys.modules['rfc3987_syntax']).__name__, syntax_helpers.is_valid_syntax('iri', 'http://a.b/c'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["deferred", "True", "module", "True"], (done.stdout, done.stderr)
