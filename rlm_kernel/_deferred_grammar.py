@@ -6,11 +6,11 @@ process that writes a notebook (``rlm-kernel run``, a kernel's first run, a
 batch worker), for an ``iri`` format check that nbformat never makes.
 
 :func:`defer_iri_grammar` puts a stand-in for ``rfc3987_syntax`` into
-``sys.modules`` first. jsonschema takes ``is_valid_syntax`` from it; the
-stand-in's imports the real module on its first call, as does any other
-attribute, so a check that is made gives the real module's answer. It is
-called only at the entry points of processes we start (the CLI, the
-kernels, batch workers), never on ``import rlm_kernel``.
+``sys.modules`` first. jsonschema takes ``is_valid_syntax`` from it; that
+function imports the real module on its first call, as reading any other
+attribute does, so a check that is made gives the real module's answer. It
+is called only at the entry points of processes we start (the CLI, the
+kernels, local batch workers), never on ``import rlm_kernel``.
 """
 
 from __future__ import annotations
