@@ -22,6 +22,17 @@ from _helpers import ROOT, SUB  # noqa: E402
 from rlm_kernel.testing.server import Script, ScriptedServer  # noqa: E402
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A job that a non-interactive shell starts in the background (as CI
+    may start this suite) begins with SIGINT ignored, and Python leaves it
+    so: a cell timeout, which interrupts the main thread with SIGINT, could
+    not stop a cell. Start with Python's own handler."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture
 def server() -> Iterator[Callable[..., ScriptedServer]]:
     """Factory: ``srv = server(root=[...], sub=fn, latency=0.0)`` or
