@@ -131,8 +131,11 @@ def _no_event_loop_left_running(request: pytest.FixtureRequest) -> Iterator[None
     import signal
     import warnings
 
+    ui = "/ui/" in str(request.node.path).replace(os.sep, "/")
+    if not ui and asyncio.events._get_running_loop() is not None:
+        asyncio.events._set_running_loop(None)  # the UI tests' (pytest-playwright keeps it): not this test's doing
     yield
-    if "/ui/" in str(request.node.path).replace(os.sep, "/"):
+    if ui:
         return
     handler = signal.getsignal(signal.SIGINT)
     if handler is not signal.default_int_handler and threading.current_thread() is threading.main_thread():
