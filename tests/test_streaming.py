@@ -170,11 +170,15 @@ def test_a_reply_that_breaks_off_before_any_code_ran_is_retried_without_duplicat
     assert not set(dropped) & {c.id for c in result.notebook.cells}
 
 
-def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(run_rlm):
+@pytest.mark.parametrize("cleanly", [False, True], ids=["connection-dropped", "ended-without-finish-reason"])
+def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(run_rlm, cleanly):
     # A reasoning field lets the first block run before the reply ends; ~60 tokens come between it and the break.
+    # Cleanly: the body ends there with neither a finish reason nor [DONE]; litellm makes up a "stop" for it,
+    # which must not read as a whole reply.
     text = (repl("print('ran before the break')", "First.") + "\nNow a second block," + TAIL
             + ":\n```repl\nprint('cut'")
-    broken = Reply(text=text + TAIL, reasoning="Run it.", break_after=len(text) - 4, tokens_per_s=150)
+    broken = Reply(text=text + TAIL, reasoning="Run it.", break_after=len(text) - 4, break_cleanly=cleanly,
+                   tokens_per_s=150)
     result, srv = run_rlm(root=[broken, "FINAL(ok)"])
     assert result.answer == "ok"
     assert len(srv.calls("root-model")) == 2, "a reply whose code had run was sent again"
@@ -183,6 +187,7 @@ def test_a_reply_that_breaks_off_after_its_code_ran_is_kept_and_the_model_told(r
     assert codes[1].metadata.rlm.status == "skipped"
     feedback = feedback_after(srv, 1)
     assert "broke off after" in feedback and "ran before the break" in feedback
+    assert ("no finish reason" in feedback) == cleanly, feedback
 
 
 def test_a_stream_that_ends_without_a_finish_reason_broke_off_and_is_retried(run_rlm):
@@ -198,20 +203,6 @@ def test_a_stream_that_ends_without_a_finish_reason_broke_off_and_is_retried(run
     assert not any("first try" in t or "never" in t for t in texts), texts
     assert [c.metadata.rlm.status for c in cells_by_role(result.notebook, "code")] == ["ok"]
     assert "never closed" not in feedback_after(srv, 1)
-
-
-def test_a_stream_that_ends_without_a_finish_reason_after_its_code_ran_is_kept_and_the_model_told(run_rlm):
-    text = (repl("print('ran before the cut')", "First.") + "\nNow a second block," + TAIL
-            + ":\n```repl\nprint('cut')\n```\n")
-    cut = Reply(text=text, reasoning="Run it.", break_after=len(text) - 16, break_cleanly=True, tokens_per_s=150)
-    result, srv = run_rlm(root=[cut, "FINAL(ok)"])
-    assert result.answer == "ok"
-    assert len(srv.calls("root-model")) == 2, "a reply whose code had run was sent again"
-    codes = cells_by_role(result.notebook, "code")
-    assert "ran before the cut" in cell_text(codes[0])
-    assert codes[1].metadata.rlm.status == "skipped"
-    feedback = feedback_after(srv, 1)
-    assert "broke off after" in feedback and "no finish reason" in feedback, feedback
 
 
 def test_a_streamed_run_counts_and_prices_exactly_as_a_whole_one(server, make_rlm):
