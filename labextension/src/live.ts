@@ -4,8 +4,9 @@
  *
  * What the link hands over is applied once per animation frame, in the
  * order it came: a cell inserted, run and finished within one frame gets
- * its outputs and count before JupyterLab attaches its widget, instead of
- * each change re-laying out a cell already on the page. A page that falls
+ * its outputs and count before its widget is attached at the frame's end
+ * (attach.ts), instead of each change re-laying out a cell already on the
+ * page. A page that falls
  * behind a fast run (messages waiting in the websocket) catches up in fewer,
  * larger frames; a page that keeps up shows each change in the next frame.
  */
@@ -17,6 +18,7 @@ import { JSONExt, type JSONObject } from '@lumino/coreutils';
 import type { IDisposable } from '@lumino/disposable';
 import { type ISignal, Signal } from '@lumino/signaling';
 
+import { attachNow } from './attach';
 import {
   cellById,
   cellIndex,
@@ -135,6 +137,19 @@ export class LiveNotebook
       } catch (error) {
         console.error('rlm-kernel: a live op could not be applied', error);
       }
+    }
+    this.attachInserted();
+  }
+
+  /** The cells this frame inserted are on the page in this frame (see attach.ts). */
+  private attachInserted(): void {
+    if (!this.inserted.size) {
+      return;
+    }
+    const cellIds = this.inserted;
+    this.inserted = new Set();
+    for (const notebook of this.views()) {
+      attachNow(notebook, cellIds);
     }
   }
 
@@ -320,6 +335,7 @@ export class LiveNotebook
       return false;
     }
     this.remember(run, inserted.id);
+    this.inserted.add(inserted.id);
     if (isMarkdownCellModel(inserted)) {
       this.showRendered(inserted.id);
     }
@@ -451,6 +467,7 @@ export class LiveNotebook
         return;
       }
       this.remember(run, id);
+      this.inserted.add(id);
       if (isMarkdownCellModel(inserted)) {
         this.showRendered(id);
       }
@@ -567,6 +584,8 @@ export class LiveNotebook
   >();
   private pending: IInsertCell[] = [];
   private queued: Queued[] = [];
+  /** Cells inserted since the last frame, to attach at its end. */
+  private inserted = new Set<string>();
   private frame: number | null = null;
   private frameTimer = 0;
   private _status: IStatus | null = null;

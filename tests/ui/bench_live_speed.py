@@ -279,8 +279,9 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         f"{median(r['ours_s']):.2f} s (the RLM kernel alone, no page: {median(r['kernel_alone_s']):.2f} s). The page "
         f"received the answer's op {median(m['answer_insert'] for m in r['marks_ms']):.0f} ms after the cell was "
         f"executed and had every cell rendered {median(m['total'] - m['answer_insert'] for m in r['marks_ms']):.0f} ms "
-        "later: JupyterLab creating the editors of the cells it had not attached yet while the run's messages kept "
-        f"the page busy (the CPU seconds above share this machine's {os.cpu_count()} cores). With "
+        "later. The page is busy for the whole run, and the kernel shares the machine's "
+        f"{os.cpu_count()} cores with it (the CPU seconds above): most of the page's time, as of JupyterLab's alone, "
+        "goes to JupyterLab making each cell's code editor, which restyles the whole page. With "
         f"root replies not streamed ours took {median(r['ours_whole_s']):.2f} s ({median(r['ours_whole_s']) / plain:.2f}x "
         f"JupyterLab alone): streaming costs each of the {r['steps'] + 1} root calls time (headless "
         f"{median(r['headless_s']):.2f} s streamed against {median(r['headless_whole_s']):.2f} s whole).",
