@@ -17,7 +17,8 @@ directly; tests/ui/test_bench_live_speed.py runs ``--quick``):
    load) is the headline; the ratio of the two medians is printed too. Context (_live_cells.py): the kernel's own run
    time inside ours; ours with root replies not streamed (``--no-stream``);
    the same run headless (``RLM.completion``, streamed and not) and in the
-   RLM kernel alone (no page); the page's own insertion one cell per task and
+   RLM kernel alone (no page); one of its root replies read by litellm
+   streamed and whole (_stream_read.py); the page's own insertion one cell per task and
    with our extension loaded; when the page got the first and the answer's
    ``insert_cell``; the CPU seconds of page, Jupyter server and kernel; the
    load average (other work on the machine slows every number here).
@@ -68,6 +69,7 @@ from _live_cells import (  # noqa: E402
     time_headless,
     time_kernel_alone,
 )
+from _stream_read import time_stream_reading  # noqa: E402
 from _token_to_page import plan, run_streaming  # noqa: E402
 from labdriver import ARTIFACTS, shutdown_all_sessions  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
@@ -84,6 +86,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     with ScriptedServer(InstantModel(args.steps)) as server:
         headless = time_headless(server.url, args.steps, args.repeat)
+        stream_read = time_stream_reading(server.url, 5 if args.quick else 30)
         kernel_alone = time_kernel_alone(server.url, args.steps, args.repeat)
         with sync_playwright() as playwright, lab_page("bench-jupyter-lab.log", playwright=playwright) as (lab, page):
             with lab_page("bench-jupyter-lab-plain.log", without_extension=True,
@@ -114,7 +117,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "target_ratio": TARGET_RATIO, "jupyterlab_alone_stream_s": cells["plain_stream"],
         "ours_whole_s": cells["browser_whole"], "kernel_in_browser_run_whole_s": cells["kernel_whole"],
         "headless_s": headless["stream"], "headless_whole_s": headless["whole"],
-        "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"],
+        "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"], "stream_read_s": stream_read,
         "notebook_alone_batch_s": cells["alone_batch"], "notebook_alone_stream_s": cells["alone_stream"],
         "cpu_s": cells["cpu"], "marks_ms": cells["marks"], "stuck_runs": cells["stuck"],
         "token_to_page": streaming, "target_p95_ms": TARGET_P95_MS, "batch": batch,
@@ -170,6 +173,10 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"    root replies not streamed                         : {_show(r['headless_whole_s'])}")
     print(f"  RLM kernel alone (live ops, no page)                : {_show(r['kernel_alone_s'])}")
     print(f"  ours / headless                                     : {median(r['ours_s']) / median(r['headless_s']):.2f}")
+    read = {mode: median(times) * 1000 for mode, times in r["stream_read_s"].items()}
+    print(f"  one root reply read by litellm (medians)            : streamed through its stream wrapper "
+          f"{read['wrapper']:.2f} ms, as its provider reader's chunks {read['provider_chunks']:.2f} ms, "
+          f"whole {read['whole']:.2f} ms")
     print(f"  page handled the first insert_cell                  : at {median(m['first_insert'] for m in marks):.0f} ms"
           f"; the answer's at {median(m['answer_insert'] for m in marks):.0f} ms; all rendered "
           f"{median(m['total'] - m['answer_insert'] for m in marks):.0f} ms later (medians)")
@@ -223,6 +230,7 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
     p95_met = bool(model) and model["p95"] <= r["target_p95_ms"] and not stream["missing_in_model"]
     speeds = ", ".join(f"{s['tokens_per_s']:.0f}" for s in stream["steps"])
     cpu = r["cpu_s"]
+    read = {mode: median(times) * 1000 for mode, times in r["stream_read_s"].items()}
     body = "\n".join([
         "## Live notebook speed",
         "",
@@ -284,7 +292,11 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         "goes to JupyterLab making each cell's code editor, which restyles the whole page. With "
         f"root replies not streamed ours took {median(r['ours_whole_s']):.2f} s ({median(r['ours_whole_s']) / plain:.2f}x "
         f"JupyterLab alone): streaming costs each of the {r['steps'] + 1} root calls time (headless "
-        f"{median(r['headless_s']):.2f} s streamed against {median(r['headless_whole_s']):.2f} s whole).",
+        f"{median(r['headless_s']):.2f} s streamed against {median(r['headless_whole_s']):.2f} s whole), and "
+        "most of it is litellm's: one reply of this run (about 15 chunks) read through litellm's stream wrapper, "
+        f"as rlm-kernel reads every streamed call, took {read['wrapper']:.1f} ms; the same stream read as the chunks "
+        f"litellm's provider reader parsed before the wrapper, {read['provider_chunks']:.1f} ms; the reply whole, "
+        f"{read['whole']:.1f} ms (medians of {len(r['stream_read_s']['wrapper'])} each; tests/ui/_stream_read.py).",
     ])
     machine = machine_info()
     machine["load_average"] = tuple(round(x, 2) for x in r["load_average_at_start"])

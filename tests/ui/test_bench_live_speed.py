@@ -49,6 +49,9 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
     assert report["ours_s"][0] >= report["kernel_in_browser_run_s"][0] * 0.9, report
     assert report["ours_whole_s"][0] >= report["kernel_in_browser_run_whole_s"][0] * 0.9, report
     assert set(report["cpu_s"]) == {"page", "server", "kernel"}
+    # One root reply read by litellm three ways, five calls each.
+    assert set(report["stream_read_s"]) == {"wrapper", "provider_chunks", "whole"}
+    assert all(len(times) == 5 and _positive_times(times) for times in report["stream_read_s"].values())
 
     # 2. Token to page: every marker the server wrote reached the model, after it was written.
     stream = report["token_to_page"]
