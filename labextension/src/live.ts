@@ -141,7 +141,10 @@ export class LiveNotebook
     this.attachInserted();
   }
 
-  /** The cells this frame inserted are on the page in this frame (see attach.ts). */
+  /**
+   * The cells this frame inserted are on the page in this frame (see
+   * attach.ts); those over the frame's budget, in the next one.
+   */
   private attachInserted(): void {
     if (!this.inserted.size) {
       return;
@@ -149,7 +152,12 @@ export class LiveNotebook
     const cellIds = this.inserted;
     this.inserted = new Set();
     for (const notebook of this.views()) {
-      attachNow(notebook, cellIds);
+      for (const cellId of attachNow(notebook, cellIds)) {
+        this.inserted.add(cellId);
+      }
+    }
+    if (this.inserted.size && !this.disposed) {
+      this.schedule();
     }
   }
 
@@ -158,6 +166,11 @@ export class LiveNotebook
       return;
     }
     this.queued.push(item);
+    this.schedule();
+  }
+
+  /** A flush at the next frame, unless one is scheduled. */
+  private schedule(): void {
     if (this.frame === null) {
       this.frame = requestAnimationFrame(() => this.flush());
       this.frameTimer = window.setTimeout(() => this.flush(), FRAME_WAIT_MS);
