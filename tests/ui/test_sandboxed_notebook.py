@@ -118,10 +118,10 @@ def test_a_sandboxed_notebook_end_to_end(page: Page, lab_server, request) -> Non
         expect(cell_by_id(page, slider_cell).locator(".widget-readout")).to_have_text("5", timeout=10_000)
         deadline = time.monotonic() + 15
         while True:
-            check = run_cell(page, "print('seen', seen[-1] if seen else None)")
-            if "seen 5" in _printed(page, check):
+            check = run_cell(page, "print('seen', seen[-1] if seen else None, '| all seen', seen, '| value', s.value)")
+            if "seen 5 " in _printed(page, check):
                 break
-            assert time.monotonic() < deadline, _printed(page, check)
+            assert time.monotonic() < deadline, _printed(page, check)  # every value the kernel saw, and its own
         screenshot(page, request, "-slider")
 
         # Interrupt stops a confined cell
