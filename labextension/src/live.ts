@@ -141,10 +141,7 @@ export class LiveNotebook
     this.attachInserted();
   }
 
-  /**
-   * The cells this frame inserted are on the page in this frame (see
-   * attach.ts); those over the frame's budget, in the next one.
-   */
+  /** The cells this frame inserted are on the page in this frame (see attach.ts). */
   private attachInserted(): void {
     if (!this.inserted.size) {
       return;
@@ -152,12 +149,7 @@ export class LiveNotebook
     const cellIds = this.inserted;
     this.inserted = new Set();
     for (const notebook of this.views()) {
-      for (const cellId of attachNow(notebook, cellIds)) {
-        this.inserted.add(cellId);
-      }
-    }
-    if (this.inserted.size && !this.disposed) {
-      this.schedule();
+      attachNow(notebook, cellIds);
     }
   }
 
@@ -166,11 +158,6 @@ export class LiveNotebook
       return;
     }
     this.queued.push(item);
-    this.schedule();
-  }
-
-  /** A flush at the next frame, unless one is scheduled. */
-  private schedule(): void {
     if (this.frame === null) {
       this.frame = requestAnimationFrame(() => this.flush());
       this.frameTimer = window.setTimeout(() => this.flush(), FRAME_WAIT_MS);

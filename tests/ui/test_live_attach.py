@@ -20,9 +20,8 @@ SCRIPT = [f"Step {k}.\n```repl\nprint('step', {k})\n```" for k in range(1, STEPS
 
 # Right after each frame that adds cells of the run (one microtask, run once
 # the frame's work is over), whether the newest of them is still a
-# placeholder. The frame attaches its cells newest first within a time
-# budget and leaves the rest to the next frames, so the newest is always on
-# the page; without attach.ts, no cell ever is before the page is idle.
+# placeholder, and which others are (printed). The frame attaches what it
+# inserted; without attach.ts, no cell is attached before the page is idle.
 _WATCH = """() => {
   const notebook = window.jupyterapp.shell.currentWidget.content;
   const seen = window.__rlmAttach = {frames: 0, checked: [], placeholders: [], later: []};
