@@ -6,9 +6,9 @@
  * order it came: a cell inserted, run and finished within one frame gets
  * its outputs and count before its widget is attached at the frame's end
  * (attach.ts), instead of each change re-laying out a cell already on the
- * page. A page that falls
- * behind a fast run (messages waiting in the websocket) catches up in fewer,
- * larger frames; a page that keeps up shows each change in the next frame.
+ * page. A page that falls behind a fast run (messages waiting in the
+ * websocket) catches up in fewer, larger frames; a page that keeps up shows
+ * each change in the next frame.
  */
 import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';

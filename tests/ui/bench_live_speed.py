@@ -139,6 +139,11 @@ def _pct(figures: dict[str, float] | None) -> str:
     return f"p50 {figures['p50']:.0f}, p95 {figures['p95']:.0f}, max {figures['max']:.0f} ms  (n {figures['n']})"
 
 
+def _stream_read_ms(r: dict[str, Any]) -> dict[str, float]:
+    """One root reply read by litellm each way (_stream_read.MODES): the median, in ms."""
+    return {mode: statistics.median(times) * 1000 for mode, times in r["stream_read_s"].items()}
+
+
 def _longest(ms: float, count: int) -> str:
     if not count:
         return "no main-thread task over 50 ms (the long-task threshold)"
@@ -173,7 +178,7 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"    root replies not streamed                         : {_show(r['headless_whole_s'])}")
     print(f"  RLM kernel alone (live ops, no page)                : {_show(r['kernel_alone_s'])}")
     print(f"  ours / headless                                     : {median(r['ours_s']) / median(r['headless_s']):.2f}")
-    read = {mode: median(times) * 1000 for mode, times in r["stream_read_s"].items()}
+    read = _stream_read_ms(r)
     print(f"  one root reply read by litellm (medians)            : streamed through its stream wrapper "
           f"{read['wrapper']:.2f} ms, as its provider reader's chunks {read['provider_chunks']:.2f} ms, "
           f"whole {read['whole']:.2f} ms")
@@ -230,7 +235,7 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
     p95_met = bool(model) and model["p95"] <= r["target_p95_ms"] and not stream["missing_in_model"]
     speeds = ", ".join(f"{s['tokens_per_s']:.0f}" for s in stream["steps"])
     cpu = r["cpu_s"]
-    read = {mode: median(times) * 1000 for mode, times in r["stream_read_s"].items()}
+    read = _stream_read_ms(r)
     body = "\n".join([
         "## Live notebook speed",
         "",
