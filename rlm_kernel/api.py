@@ -11,13 +11,13 @@ import nbformat
 from nbformat import NotebookNode
 
 from .builder import Frontends, build_run, model_client
-from .engine.approval import Approver
-from .engine.execution import Executor, ShellExecutor, new_headless_shell
-from .engine.options import OPTIONS, non_defaults, resolve
-from .engine.result import RunResult
-from .engine.sink import Sink
-from .engine.threads import CallerThread
-from .engine.trajectory import new_cell_id
+from .engine.execution.executors import Executor, ShellExecutor, new_headless_shell
+from .engine.execution.threads import CallerThread
+from .engine.runs.options import OPTIONS, non_defaults, resolve
+from .engine.steps.approval import Approver
+from .engine.trajectory.result import RunResult
+from .engine.trajectory.sink import Sink
+from .engine.trajectory.writing import new_cell_id
 from .errors import RLMError
 from .redaction import remember_secret
 from .sinks.journal import journal_path
@@ -28,7 +28,7 @@ RLMResult = RunResult
 
 class RLM:
     """A configured Recursive Language Model. The keywords are the run
-    options (``rlm_kernel.engine.options.OPTIONS``), named as the command
+    options (``rlm_kernel.engine.runs.options.OPTIONS``), named as the command
     line's flags are (``max_iterations`` is ``--max-iterations``);
     ``check=False`` skips checking the models before a run."""
 
@@ -103,7 +103,7 @@ class RLM:
     ) -> RunResult:
         """Continue the run saved in ``notebook`` after cell ``from_cell``
         (default: its last step), as ``rlm-kernel run --resume`` does."""
-        from .engine.replay import ReplayBook
+        from .engine.trajectory.replay import ReplayBook
         from .resume import history_for, next_step, plan
 
         resumed = plan(str(notebook), from_cell, list(context) if context else None, encoding, drop_old)
@@ -121,10 +121,11 @@ class RLM:
                    sink: Sink | None, approver: Approver | None) -> RunResult:
         import uuid
 
-        from .engine import prompts, trajectory
-        from .engine.follow_up import FollowUp
-        from .engine.options import query_cell_source
-        from .engine.replay import ReplayBook
+        from .engine.protocol import prompts
+        from .engine.runs.follow_up import FollowUp
+        from .engine.runs.options import query_cell_source
+        from .engine.trajectory import writing as trajectory
+        from .engine.trajectory.replay import ReplayBook
         from .resume import plan_follow_up
 
         notebook = getattr(earlier, "notebook", earlier)

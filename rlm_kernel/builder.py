@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .engine.model_client import ModelClient
-from .engine.run import Run
-from .engine.sink import MultiSink, Sink
-from .engine.threads import CodeThread
-from .engine.tree import RunTree
+from .engine.execution.threads import CodeThread
+from .engine.model.model_client import ModelClient
+from .engine.runs.run import Run
+from .engine.runs.tree import RunTree
+from .engine.trajectory.sink import MultiSink, Sink
 from .errors import RLMError
 
 
@@ -54,11 +54,11 @@ def model_client(options: Any) -> ModelClient:
     """The model client for these options: through a litellm Router when
     ``options.router`` names its config, else litellm directly."""
     if options.router:
-        from .engine.router_client import RouterClient
+        from .engine.model.router_client import RouterClient
 
         return RouterClient(options.router, max_retries=options.max_retries,
                             retry_base_delay=options.retry_base_delay, request_timeout=options.request_timeout)
-    from .engine.litellm_client import LiteLLMClient
+    from .engine.model.litellm_client import LiteLLMClient
 
     return LiteLLMClient(max_retries=options.max_retries, retry_base_delay=options.retry_base_delay,
                          request_timeout=options.request_timeout)
@@ -98,12 +98,12 @@ class ModelClients:
 def check_models(options: Any, client: ModelClient | None = None) -> None:
     """Refuse, in one sentence, a model that cannot be used (name, key,
     server; with a Router, a name its config does not serve)."""
-    from .engine.providers import check_endpoint
-    from .engine.tree import endpoints
+    from .engine.model.providers import check_endpoint
+    from .engine.runs.tree import endpoints
 
     root, sub = endpoints(options)
     if options.router:
-        from .engine.router_client import RouterClient
+        from .engine.model.router_client import RouterClient
 
         router = client if isinstance(client, RouterClient) else RouterClient(options.router)
         if not root.model:
@@ -151,7 +151,7 @@ def build_run(
 def _tools(options: Any, executor: Any, later: bool) -> Any:
     """The person's tools, found now (a name not defined yet may wait for a
     resumed run's re-run cells): a bad one is refused before any model call."""
-    from .engine.tools import Toolbox
+    from .engine.execution.tools import Toolbox
 
     toolbox = Toolbox(options.tools)
     toolbox.bind(executor.namespace, later=later)

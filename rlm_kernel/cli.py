@@ -14,8 +14,8 @@ from typing import Any
 
 from ._deferred_grammar import defer_iri_grammar
 from ._words import plural
-from .engine import options
-from .engine.options import new_parser
+from .engine.runs import options
+from .engine.runs.options import new_parser
 from .errors import RLMError
 from .redaction import redact
 
@@ -127,12 +127,12 @@ class CtrlC:
     chose "stop" at an approval prompt)."""
 
     def __init__(self) -> None:
-        from .engine.threads import sigints_sent
+        from .engine.execution.threads import sigints_sent
 
         self.received, self.sent = 0, sigints_sent()
 
     def pressed(self) -> bool:
-        from .engine.threads import sigints_sent
+        from .engine.execution.threads import sigints_sent
 
         return self.received > sigints_sent() - self.sent
 
@@ -164,7 +164,7 @@ def _run(args: Any) -> int:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
     # Imported once the arguments are known good: the engine's imports take a second or two.
     from .api import RLM
-    from .engine.context import load_context
+    from .context.files import load_context
     from .sinks.console import ConsoleSink
 
     rlm = RLM(**options.given(args))
@@ -192,7 +192,7 @@ def _query(args: Any) -> str:
 def _approver(args: Any) -> Any:
     if not args.approve:
         return None
-    from .engine.approval import PromptApprover, terminal_approver
+    from .engine.steps.approval import PromptApprover, terminal_approver
 
     if sys.stdin.isatty():
         return terminal_approver()
@@ -232,7 +232,7 @@ def _follow_up(args: Any) -> int:
     from pathlib import Path
 
     from .api import RLM
-    from .engine.context import load_context
+    from .context.files import load_context
     from .resume import plan_follow_up
     from .sinks.console import ConsoleSink
 

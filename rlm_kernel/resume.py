@@ -10,7 +10,7 @@ marked superseded (or dropped with ``--drop-old``).
 
 A follow-up (:func:`plan_follow_up`) re-runs all of the notebook's code cells
 the same way, then starts a new run below them that builds on the notebook's
-runs (``engine/follow_up.py``).
+runs (``engine/runs/follow_up.py``).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from .engine.cells import is_agent_cell, rlm_meta
-from .engine.cells import source as cell_source
-from .engine.context import LoadedContext, load_context
-from .engine.follow_up import EarlierRun, FollowUp, earlier_runs_in, recorded_follow_up
-from .engine.history import find_query_cell, rebuild, run_at
-from .engine.options import parse_query_cell
-from .engine.vision import StepImages, takes_images
+from .context.files import LoadedContext, load_context
+from .engine.runs.follow_up import EarlierRun, FollowUp, earlier_runs_in, recorded_follow_up
+from .engine.runs.history import find_query_cell, rebuild, run_at
+from .engine.runs.options import parse_query_cell
+from .engine.steps.vision import StepImages, takes_images
+from .engine.trajectory.cells import is_agent_cell, rlm_meta
+from .engine.trajectory.cells import source as cell_source
 from .errors import RLMError
 from .sinks.journal import SUFFIX, read_journal
 

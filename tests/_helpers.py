@@ -202,7 +202,7 @@ class Summaries(Script):
         self.summary_requests: list[dict[str, Any]] = []
 
     def __call__(self, body: dict[str, Any]) -> Reply | str:
-        from rlm_kernel.engine.compaction import SUMMARY_SYSTEM
+        from rlm_kernel.engine.runs.compaction import SUMMARY_SYSTEM
 
         if system_text(body) == SUMMARY_SYSTEM:
             self.summary_requests.append(body)

@@ -16,7 +16,7 @@ from jupyter_client.manager import start_new_kernel
 TIMEOUT = 90  # kernel start, plain cells
 PROTOCOL = "rlm/1"
 # litellm takes seconds to import: a test does it before anything it times
-IMPORT_LITELLM = "from rlm_kernel.engine.litellm_setup import load_litellm as _m; _m(); del _m"
+IMPORT_LITELLM = "from rlm_kernel.engine.model.litellm_setup import load_litellm as _m; _m(); del _m"
 
 
 class Kernel:

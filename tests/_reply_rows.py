@@ -328,7 +328,7 @@ def row_model(row: Row) -> str:
     """The root model a row runs with: a name of its own, so that each row meets
     a model this process has not seen, as a run from the CLI does (whether a
     model's code may run before its reply ends is learnt per process and model:
-    engine/reply_stream.py)."""
+    engine/steps/reply_stream.py)."""
     return f"{ROOT}-{row.id}"
 
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 from _helpers import cells_by_role, repl
 
-from rlm_kernel.engine.trajectory import ANSWER_PREVIEW_CHARS, answer_from_markdown, answer_markdown
+from rlm_kernel.engine.trajectory.writing import (
+    ANSWER_PREVIEW_CHARS,
+    answer_from_markdown,
+    answer_markdown,
+)
 from rlm_kernel.export.runs import read_runs
 
 

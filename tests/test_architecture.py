@@ -1,7 +1,9 @@
 """The package's shape, as docs/architecture.md describes it: no import
-circle, the engine imports nothing outside itself but leaf modules, sinks and
-the kernel depend on the engine and never the reverse, importing a module
-changes no global state, and modules stay small."""
+circle (type-only imports counted), the engine's subpackages in layers that
+import downwards only, the engine imports nothing outside itself but leaf
+modules and the context loader, sinks and the kernel depend on the engine and
+never the reverse, importing a module changes no global state, and modules
+stay small."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "rlm_kernel"
 LEAVES = {"rlm_kernel._version", "rlm_kernel._words", "rlm_kernel._local_server", "rlm_kernel.errors",
           "rlm_kernel.redaction"}
+# The engine's subpackages, lowest first: each may import only those before it
+# (each one's __init__ docstring says the same).
+ENGINE_LAYERS = ["protocol", "trajectory", "execution", "model", "subcalls", "steps", "runs"]
 # Modules allowed past ~400 lines because they hold one idea (see docs/architecture.md).
 LONG_BUT_ONE_IDEA = {
     "rlm_kernel.export.runs": "a trajectory notebook read as runs and steps, which every export walks",
@@ -37,16 +42,16 @@ def _type_checking_block(node: ast.AST) -> bool:
         or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
 
 
-def runtime_imports(name: str) -> set[str]:
-    """The rlm_kernel modules ``name`` imports when it runs: every import
-    statement, at module level or inside a function, except the ones under
-    ``if TYPE_CHECKING:`` (annotations only, never executed)."""
+def imports(name: str, type_only: bool = False) -> set[str]:
+    """The rlm_kernel modules ``name`` imports: every import statement, at
+    module level or inside a function; those under ``if TYPE_CHECKING:``
+    (annotations only, never executed) only with ``type_only``."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if _type_checking_block(node):
+        if _type_checking_block(node) and not type_only:
             for child in node.orelse:  # type: ignore[attr-defined]
                 visit(child)
             return
@@ -70,46 +75,110 @@ def runtime_imports(name: str) -> set[str]:
     return {m for m in found if m in MODULES}
 
 
+def runtime_imports(name: str) -> set[str]:
+    return imports(name)
+
+
 GRAPH = {name: runtime_imports(name) for name in MODULES}
+# with the imports made for annotations only: a circle there is a circle of ideas
+TYPED_GRAPH = {name: imports(name, type_only=True) for name in MODULES}
 
 
-def test_the_import_graph_has_no_cycle() -> None:
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(GRAPH[node]):
+        for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
+                return stack[stack.index(nxt):] + [nxt]
             if nxt not in state:
-                visit(nxt)
+                found = visit(nxt)
+                if found:
+                    return found
         stack.pop()
         state[node] = 2
+        return None
 
-    for name in sorted(GRAPH):
+    for name in sorted(graph):
         if name not in state:
-            visit(name)
+            found = visit(name)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_engine_has_no_cycle_even_counting_imports_for_annotations() -> None:
+    engine = {name: {m for m in imports if m.startswith("rlm_kernel.engine")}
+              for name, imports in TYPED_GRAPH.items() if name.startswith("rlm_kernel.engine")}
+    cycle = find_cycle(engine)
+    assert cycle is None, "import cycle (type-only imports counted): " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    """A check of the check."""
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def engine_layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "engine" else None
+
+
+def test_the_engine_is_its_subpackages_in_layers() -> None:
+    """Every engine module lives in a subpackage of ENGINE_LAYERS, and imports
+    (type-only ones too) only from its own subpackage or those before it."""
+    loose = [name for name in MODULES if name.startswith("rlm_kernel.engine.") and engine_layer(name) not in
+             ENGINE_LAYERS]
+    assert not loose, f"engine modules outside the subpackages: {loose}"
+    for name, imported in TYPED_GRAPH.items():
+        layer = engine_layer(name)
+        if layer is None:
+            continue
+        allowed = set(ENGINE_LAYERS[: ENGINE_LAYERS.index(layer) + 1])
+        bad = sorted(m for m in imported if engine_layer(m) is not None and engine_layer(m) not in allowed)
+        assert not bad, f"{name} ({layer}) imports {bad}, which sit above it"
+
+
+def test_each_engine_subpackage_says_what_it_owns_and_may_import() -> None:
+    for layer in ENGINE_LAYERS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / "engine" / layer / "__init__.py").read_text()))
+        assert doc and "May import:" in doc, layer
+        below = ENGINE_LAYERS[: ENGINE_LAYERS.index(layer)]
+        assert all(f"``{b}``" in doc for b in below[-1:]) or "every" in doc or not below, layer
 
 
 def test_the_import_graph_sees_imports_inside_functions() -> None:
     """A check of the check: a function-level import is an edge."""
     assert "rlm_kernel.api" in GRAPH["rlm_kernel"]  # the package imports it lazily, in __getattr__
-    assert "rlm_kernel.engine.litellm_setup" in GRAPH["rlm_kernel.kernel.ipkernel"]
+    assert "rlm_kernel.engine.model.litellm_setup" in GRAPH["rlm_kernel.kernel.ipkernel"]
 
 
 def test_the_engine_imports_only_itself_and_leaf_modules() -> None:
-    for name, imports in GRAPH.items():
+    for name, imports in TYPED_GRAPH.items():
         if name.startswith("rlm_kernel.engine"):
-            outside = {m for m in imports if not m.startswith("rlm_kernel.engine")} - LEAVES
+            outside = {m for m in imports if not m.startswith(("rlm_kernel.engine", "rlm_kernel.context"))} - LEAVES
             assert not outside, f"{name} imports {sorted(outside)}"
 
 
 def test_leaf_modules_import_nothing_of_ours() -> None:
     for name in LEAVES:
         assert GRAPH[name] <= LEAVES, (name, GRAPH[name])
+
+
+def test_the_context_loader_sits_below_the_engine() -> None:
+    for name, imported in TYPED_GRAPH.items():
+        if name.startswith("rlm_kernel.context"):
+            bad = {m for m in imported if not m.startswith("rlm_kernel.context")} - LEAVES
+            assert not bad, f"{name} imports {sorted(bad)}"
 
 
 @pytest.mark.parametrize("layer, forbidden", [

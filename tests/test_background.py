@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from _helpers import Router, cells_by_role, feedback_after, repl
 
-from rlm_kernel.engine.sink import Sink
+from rlm_kernel.engine.trajectory.sink import Sink
 from rlm_kernel.testing.server import Reply, prompt_text
 
 
@@ -171,7 +171,7 @@ def test_a_resumed_run_replays_the_background_calls(tmp_path, make_rlm, server):
     srv = server(root=root, sub=_slow_sub(0.2))
     path = tmp_path / "run.ipynb"
     (tmp_path / "doc.txt").write_text("one two\n", encoding="utf-8")
-    from rlm_kernel.engine.context import load_context
+    from rlm_kernel.context.files import load_context
 
     loaded = load_context([str(tmp_path / "doc.txt")])
     make_rlm(srv).completion(loaded.value, "q", output=path, sources=loaded.sources)
@@ -219,7 +219,7 @@ def test_a_pinned_background_call_holds_when_replay_is_off(tmp_path, make_rlm, s
     srv = server(root=root, sub=_slow_sub(0.2))
     path = tmp_path / "run.ipynb"
     (tmp_path / "doc.txt").write_text("one two\n", encoding="utf-8")
-    from rlm_kernel.engine.context import load_context
+    from rlm_kernel.context.files import load_context
 
     loaded = load_context([str(tmp_path / "doc.txt")])
     make_rlm(srv).completion(loaded.value, "q", output=path, sources=loaded.sources)

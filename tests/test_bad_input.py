@@ -22,7 +22,7 @@ from _cli import run_args, run_cli, start_cli
 from _helpers import clean_env, free_port
 from _kernel import Kernel
 
-from rlm_kernel.engine.context import available_memory
+from rlm_kernel.context.files import available_memory
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
 FAKE_KEY = "sk-FAKE-badinput-0123456789abcdef"

@@ -1,4 +1,4 @@
-"""Prompt caching (engine/caching.py): cache breakpoints on the root model's
+"""Prompt caching (engine/model/caching.py): cache breakpoints on the root model's
 messages for Anthropic-style providers, and cache reads and writes counted
 and priced in the ledger. Over real HTTP: litellm's ``anthropic/`` provider
 to the scripted server's Messages API (testing/anthropic.py)."""
@@ -10,9 +10,9 @@ import json
 import pytest
 from _helpers import SUB, repl, wait_for
 
-from rlm_kernel.engine.caching import breakpoint_indexes, wants_breakpoints, with_breakpoints
-from rlm_kernel.engine.litellm_client import usage_counts
-from rlm_kernel.engine.sink import Sink
+from rlm_kernel.engine.model.caching import breakpoint_indexes, wants_breakpoints, with_breakpoints
+from rlm_kernel.engine.model.litellm_client import usage_counts
+from rlm_kernel.engine.trajectory.sink import Sink
 from rlm_kernel.sinks.display import status_line
 from rlm_kernel.testing import anthropic
 from rlm_kernel.testing.server import Script

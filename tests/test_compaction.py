@@ -1,5 +1,5 @@
 """Long runs: the root model's history is compacted before it outgrows the
-model's window, and when the provider says the window is full (engine/compaction.py).
+model's window, and when the provider says the window is full (engine/runs/compaction.py).
 Scripted root and sub models over real HTTP; the notebook is read back
 through history.rebuild and RLM.resume."""
 
@@ -13,9 +13,9 @@ import pytest
 from _cli import run_args, run_cli
 from _helpers import ROOT, SUB, Summaries, cells_by_role, clean_env, repl, wait_for
 
-from rlm_kernel.engine.compaction import SUMMARY_HEAD, SUMMARY_SYSTEM, read_summary
-from rlm_kernel.engine.history import rebuild
-from rlm_kernel.engine.sink import Sink
+from rlm_kernel.engine.runs.compaction import SUMMARY_HEAD, SUMMARY_SYSTEM, read_summary
+from rlm_kernel.engine.runs.history import rebuild
+from rlm_kernel.engine.trajectory.sink import Sink
 from rlm_kernel.testing.server import Reply
 
 WINDOW_FULL = ("This model's maximum context length is 8192 tokens. However, your messages resulted in "

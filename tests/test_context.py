@@ -8,8 +8,8 @@ import json
 import pytest
 from _helpers import repl
 
-from rlm_kernel.engine.context import load_context
-from rlm_kernel.engine.prompts import describe_context, first_message
+from rlm_kernel.context.files import load_context
+from rlm_kernel.engine.protocol.prompts import describe_context, first_message
 from rlm_kernel.errors import ContextError
 from rlm_kernel.testing.server import prompt_text
 

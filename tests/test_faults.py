@@ -37,7 +37,7 @@ for i in range({count}):
 print('ok', ok_loop, 'failed', caught)
 """
 
-PRELUDE = "from rlm_kernel.engine.subcalls import SubcallFailure\nfrom rlm_kernel.errors import SubcallError\n"
+PRELUDE = "from rlm_kernel.engine.trajectory.records import SubcallFailure\nfrom rlm_kernel.errors import SubcallError\n"
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import pytest
 from _cli import run_cli
 from _helpers import Router, clean_env
 
-from rlm_kernel.engine.history import rebuild
+from rlm_kernel.engine.runs.history import rebuild
 from rlm_kernel.export import export_notebook
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
 

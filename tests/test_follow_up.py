@@ -41,7 +41,7 @@ def _sub(prompt: str) -> str:
 
 
 def test_what_a_follow_up_is_told_of_many_earlier_runs():
-    from rlm_kernel.engine.follow_up import EarlierRun, FollowUp, names_bound
+    from rlm_kernel.engine.runs.follow_up import EarlierRun, FollowUp, names_bound
 
     assert names_bound("import re\nx, (y, *z) = f()\nfor i in r: pass\ndef g(): inner = 1\n%time w = 1") == [
         "re", "x", "y", "z", "i", "g"]

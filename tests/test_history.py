@@ -7,8 +7,8 @@ import copy
 import pytest
 from _helpers import repl
 
-from rlm_kernel.engine.history import find_query_cell, rebuild
-from rlm_kernel.engine.options import parse_query_cell
+from rlm_kernel.engine.runs.history import find_query_cell, rebuild
+from rlm_kernel.engine.runs.options import parse_query_cell
 from rlm_kernel.testing.server import Script
 
 STEPS = [

@@ -8,8 +8,14 @@ import json
 
 from _helpers import ROOT, cells_by_role
 
-from rlm_kernel.engine.json_steps import CUT_OFF, NOT_A_STEP, NOT_JSON, STEP_SCHEMA, step_text
-from rlm_kernel.engine.protocol import parse_reply
+from rlm_kernel.engine.protocol.json_steps import (
+    CUT_OFF,
+    NOT_A_STEP,
+    NOT_JSON,
+    STEP_SCHEMA,
+    step_text,
+)
+from rlm_kernel.engine.protocol.reply import parse_reply
 
 
 def split_reply(text):

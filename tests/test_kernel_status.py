@@ -24,7 +24,7 @@ def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
     with ScriptedServer(Script(root=root)) as server:
         km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
         try:
-            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.model.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)
             run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
             statuses: list[tuple[str, str | None]] = []
@@ -67,7 +67,7 @@ def test_kernel_info_is_answered_during_a_run(tmp_path) -> None:
     with ScriptedServer(Script(root=root)) as server:
         km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
         try:
-            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.model.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)
             run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
             asked_at = info_id = None
@@ -135,7 +135,7 @@ def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tm
 
         flooding = threading.Thread(target=flood, daemon=True)
         try:
-            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.litellm_setup import load_litellm as litellm_module\n"
+            kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.model.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)
             flooding.start()
             seen_at_outputs: list[list[str | None]] = []

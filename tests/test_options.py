@@ -1,4 +1,4 @@
-"""The options model: one declaration (engine/options.py) from which the
+"""The options model: one declaration (engine/runs/options.py) from which the
 command line, %%rlm, RLM(...), the limits, the query cell and its parsing
 back all derive."""
 
@@ -10,8 +10,8 @@ import math
 import pytest
 
 from rlm_kernel import RLM, cli
-from rlm_kernel.engine import options
-from rlm_kernel.engine.options import (
+from rlm_kernel.engine.runs import options
+from rlm_kernel.engine.runs.options import (
     BY_NAME,
     OPTIONS,
     non_defaults,

@@ -1,13 +1,13 @@
 """The paper's protocol as text: code fences, FINAL / FINAL_VAR lines, the
 head-and-tail view of outputs and the bounded capture of a cell's streams
-(rlm_kernel.engine.protocol and rlm_kernel.engine.capture, called directly)."""
+(rlm_kernel.engine.protocol.reply and rlm_kernel.engine.execution.capture, called directly)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlm_kernel.engine.capture import BoundedText, CellCapture
-from rlm_kernel.engine.protocol import parse_reply, strip_ansi, truncate_middle
+from rlm_kernel.engine.execution.capture import BoundedText, CellCapture
+from rlm_kernel.engine.protocol.reply import parse_reply, strip_ansi, truncate_middle
 
 
 def split_reply(reply):
@@ -173,7 +173,7 @@ def test_cell_capture_keeps_output_order_and_errors():
 
 
 def test_feedback_counts_characters_in_the_singular_and_plural() -> None:
-    from rlm_kernel.engine.protocol import cell_feedback
+    from rlm_kernel.engine.protocol.reply import cell_feedback
 
     assert "(1 character)" in cell_feedback(3, "ok", "x", 1)
     assert "(1,200 characters)" in cell_feedback(3, "ok", "x" * 10, 1200)

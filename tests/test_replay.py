@@ -1,9 +1,9 @@
-"""Which recorded sub-call a re-run cell gets back (engine/replay.py)."""
+"""Which recorded sub-call a re-run cell gets back (engine/trajectory/replay.py)."""
 
 from __future__ import annotations
 
-from rlm_kernel.engine.replay import ReplayBook
-from rlm_kernel.engine.subcalls import prompt_hash
+from rlm_kernel.engine.trajectory.records import prompt_hash
+from rlm_kernel.engine.trajectory.replay import ReplayBook
 
 
 def record(rid: str, model: str, prompt: str, response: str, **extra) -> dict:

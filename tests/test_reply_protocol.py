@@ -23,7 +23,7 @@ import pytest
 from _helpers import SUB, cell_text
 from _reply_rows import GOES_ON, ROWS, Responder, Row, fence, row_id, row_model
 
-from rlm_kernel.engine.protocol import parse_reply
+from rlm_kernel.engine.protocol.reply import parse_reply
 from rlm_kernel.testing.server import ScriptedServer, prompt_text
 
 
@@ -152,7 +152,7 @@ def test_continuing_in_a_live_namespace_keeps_the_models_answer_variable():
     while a fresh run, or an old dict, gets a new answer dict."""
     from types import SimpleNamespace
 
-    from rlm_kernel.engine.namespace import Entries
+    from rlm_kernel.engine.execution.namespace import Entries
 
     def entries(namespace: dict, history: Any) -> Entries:
         helpers = SimpleNamespace(llm_query=None, llm_query_batched=None, rlm_query=None, rlm_query_batched=None)

@@ -31,7 +31,7 @@ def _first_run(tmp_path: Path, make_rlm: Any, server: Any) -> tuple[Path, Any]:
         repl("total = 2 * 21\nprint('total', total)"),
         "FINAL_VAR(total)",
     ]}, sub=_sub))
-    from rlm_kernel.engine.context import load_context
+    from rlm_kernel.context.files import load_context
 
     loaded = load_context([str(tmp_path / "doc.txt")])
     path = tmp_path / "first.ipynb"

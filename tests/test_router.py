@@ -150,7 +150,7 @@ model_list:
 
 
 def test_router_is_written_in_the_query_cell_and_read_back():
-    from rlm_kernel.engine.options import parse_query_cell, query_cell_source, resolve
+    from rlm_kernel.engine.runs.options import parse_query_cell, query_cell_source, resolve
 
     options = resolve({"model": "root", "router": "cfg.yaml"})
     source = query_cell_source(options, "q?")
@@ -244,7 +244,7 @@ def test_a_batch_worker_keeps_one_router_for_its_tasks(server, tmp_path):
 
 def test_model_clients_keep_one_router_per_file_text_and_settings(tmp_path):
     from rlm_kernel.builder import ModelClients
-    from rlm_kernel.engine.options import resolve
+    from rlm_kernel.engine.runs.options import resolve
 
     path = tmp_path / "router.yaml"
     path.write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/x}}\n", encoding="utf-8")

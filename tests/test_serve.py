@@ -22,7 +22,7 @@ import openai
 import pytest
 from _helpers import cell_text, cells_by_role, free_port, repl, wait_for
 
-from rlm_kernel.engine.options import resolve
+from rlm_kernel.engine.runs.options import resolve
 from rlm_kernel.serve.request import BadRequest, read_request
 from rlm_kernel.testing.server import ScriptedServer, all_text
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from _helpers import cell_text, cells_by_role, feedback_after, repl
 
-from rlm_kernel.engine.reply_stream import plan_cells
-from rlm_kernel.engine.sink import Sink
+from rlm_kernel.engine.steps.reply_stream import plan_cells
+from rlm_kernel.engine.trajectory.sink import Sink
 from rlm_kernel.testing.server import Reply, Script
 
 TAIL = " and the model keeps writing about what it will do next" * 6  # ~55 tokens
@@ -310,7 +310,7 @@ def test_without_streaming_the_status_still_ticks(run_heard):
     "prose\n```repl\nunclosed = 1\n",
 ])
 def test_the_draft_plan_is_the_cells_a_step_writes(run_rlm, text):
-    from rlm_kernel.engine.protocol import parse_reply
+    from rlm_kernel.engine.protocol.reply import parse_reply
 
     plan = plan_cells(parse_reply(text).segments)
     result, _ = run_rlm(root=[text, "FINAL(x)"], no_stream=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rlm_kernel.engine.subcalls import SubcallRecord
+from rlm_kernel.engine.trajectory.records import SubcallRecord
 from rlm_kernel.sinks.subcall_views import SubcallViewSink
 from rlm_kernel.widgets.editor import EDIT_CHARS
 from rlm_kernel.widgets.rows import PAGE_CHARS, RowMaker

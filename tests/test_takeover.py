@@ -159,7 +159,7 @@ def test_edit_the_prompt_ask_the_model_and_pin(frontend):
     hash, so re-running the cell (whose code still sends the original
     prompt) returns it without a model call. A hand-written response for an
     edited prompt pins the same way."""
-    from rlm_kernel.engine.subcalls import prompt_hash
+    from rlm_kernel.engine.trajectory.records import prompt_hash
 
     with ScriptedServer(Router({}, sub=_sub_answers)) as server:
         _connect(frontend, server, "x")
@@ -212,7 +212,7 @@ def _headless_notebook(server: ScriptedServer, tmp_path: Path) -> Path:
     (tmp_path / "doc.txt").write_text("alpha beta gamma\n" * 50, encoding="utf-8")
     path = tmp_path / "saved.ipynb"
     rlm = RLM("openai/root-model", "openai/sub-model", api_base=server.url, api_key="sk-test-not-a-key")
-    from rlm_kernel.engine.context import load_context
+    from rlm_kernel.context.files import load_context
 
     loaded = load_context([str(tmp_path / "doc.txt")])
     result = rlm.completion(loaded.value, "Summarise.", output=path, sources=loaded.sources)

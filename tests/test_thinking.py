@@ -14,9 +14,9 @@ import pytest
 from _helpers import ROOT, SUB, Router, cell_text, cells_by_role, repl
 
 from rlm_kernel import RLM
-from rlm_kernel.engine.cells import reply_text
-from rlm_kernel.engine.history import rebuild
-from rlm_kernel.engine.trajectory import thought_cell
+from rlm_kernel.engine.runs.history import rebuild
+from rlm_kernel.engine.trajectory.cells import reply_text
+from rlm_kernel.engine.trajectory.writing import thought_cell
 from rlm_kernel.export import export_notebook
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
@@ -135,9 +135,9 @@ def test_a_child_run_dedents_code_as_the_top_level_does(server, make_rlm):
 
 
 def test_reasoning_reaches_the_completion_apart_from_the_text():
-    from rlm_kernel.engine.engine_loop import submit
-    from rlm_kernel.engine.litellm_client import LiteLLMClient
-    from rlm_kernel.engine.model_client import ModelEndpoint
+    from rlm_kernel.engine.execution.engine_loop import submit
+    from rlm_kernel.engine.model.litellm_client import LiteLLMClient
+    from rlm_kernel.engine.model.model_client import ModelEndpoint
 
     with ScriptedServer(lambda body: Reply(text="the reply", reasoning="the thinking")) as srv:
         endpoint = ModelEndpoint("openai/any", api_base=srv.url)

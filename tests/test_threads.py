@@ -1,4 +1,4 @@
-"""The thread and interrupt machinery (engine/threads.py, engine/engine_loop.py),
+"""The thread and interrupt machinery (engine/execution/threads.py, engine/execution/engine_loop.py),
 tested directly: where code runs, how posted jobs are served and drained, and
 how an interrupt reaches code that sleeps or waits."""
 
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from rlm_kernel.engine.engine_loop import engine_loop, submit, wait_interruptibly
-from rlm_kernel.engine.threads import CallerThread, WorkerThread
+from rlm_kernel.engine.execution.engine_loop import engine_loop, submit, wait_interruptibly
+from rlm_kernel.engine.execution.threads import CallerThread, WorkerThread
 
 
 def test_the_engine_loop_is_one_background_thread() -> None:
@@ -236,7 +236,7 @@ def test_stopping_the_engine_loop_ends_its_thread_quietly() -> None:
     import subprocess
     import sys
 
-    probe = ("from rlm_kernel.engine.engine_loop import engine_loop, stop_engine_loop, submit\n"
+    probe = ("from rlm_kernel.engine.execution.engine_loop import engine_loop, stop_engine_loop, submit\n"
              "async def answer():\n    return 42\n"
              "assert submit(answer()).result(5) == 42\n"
              "stop_engine_loop()\n"

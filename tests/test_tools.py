@@ -194,7 +194,7 @@ def test_resume_finds_a_tool_its_notebooks_cells_define(tmp_path, server, make_r
         return len(text.split())
 
     (tmp_path / "doc.txt").write_text("one two three\n", encoding="utf-8")
-    from rlm_kernel.engine.context import load_context
+    from rlm_kernel.context.files import load_context
 
     loaded = load_context([str(tmp_path / "doc.txt")])
     srv = server(root=[repl("n = count_words(context)\nprint(n)"), "FINAL_VAR(n)"])

@@ -19,12 +19,12 @@ import pytest
 from _helpers import ROOT, SUB, cells_by_role, clean_env, repl
 
 from rlm_kernel import RLM
-from rlm_kernel.engine import images as images_mod
-from rlm_kernel.engine.caching import with_breakpoints
-from rlm_kernel.engine.compaction import count_tokens, upper_bound
-from rlm_kernel.engine.history import rebuild
-from rlm_kernel.engine.replay import ReplayCursor
-from rlm_kernel.engine.subcalls import SubcallRecord, prompt_hash
+from rlm_kernel.engine.model.caching import with_breakpoints
+from rlm_kernel.engine.protocol import images as images_mod
+from rlm_kernel.engine.runs.compaction import count_tokens, upper_bound
+from rlm_kernel.engine.runs.history import rebuild
+from rlm_kernel.engine.trajectory.records import SubcallRecord, prompt_hash
+from rlm_kernel.engine.trajectory.replay import ReplayCursor
 from rlm_kernel.testing.server import Script, ScriptedServer, prompt_text
 
 PIL = pytest.importorskip("PIL.Image")
@@ -278,7 +278,7 @@ def test_image_parts_do_not_break_counting_or_cache_breakpoints():
 
 def test_without_pillow_an_image_is_refused_in_one_sentence():
     code = ("import sys; sys.modules['PIL'] = None\n"
-            "from rlm_kernel.engine.images import load, ImageError\n"
+            "from rlm_kernel.engine.protocol.images import load, ImageError\n"
             "try:\n    load(b'\\x89PNG\\r\\n\\x1a\\n' + bytes(20))\nexcept ImageError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.stdout.strip() == images_mod.NO_PILLOW, done.stderr
@@ -388,7 +388,7 @@ def test_a_resumed_run_shows_a_vision_root_model_the_earlier_images_again(tmp_pa
 
 
 def test_a_long_history_sheds_its_oldest_images():
-    from rlm_kernel.engine.vision import MAX_HISTORY_IMAGES, shed_old_images
+    from rlm_kernel.engine.steps.vision import MAX_HISTORY_IMAGES, shed_old_images
 
     part = images_mod.from_bytes(png(4, 4)).part()
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "first"}]

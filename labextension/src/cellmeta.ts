@@ -78,7 +78,7 @@ export function agentRunId(cell: ICellRecord): string | null {
 
 /**
  * The run the cell at `index` belongs to, as the kernel finds it (`run_at`
- * in engine/history.py): its own run id, else that of the nearest agent cell
+ * in engine/runs/history.py): its own run id, else that of the nearest agent cell
  * above it below its `%%rlm` cell; on the `%%rlm` cell itself, or with no
  * agent cell in between, the run it recorded, else the run of the first
  * agent cell below it (the newest one: a run's cells go right below its

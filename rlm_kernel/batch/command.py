@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._words import plural
-from ..engine import options
-from ..engine.options import whole_number
+from ..engine.runs import options
+from ..engine.runs.options import whole_number
 from ..errors import RLMError
 from .progress import ProgressBar
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.trajectory import answer_from_markdown
+from ..engine.trajectory.writing import answer_from_markdown
 from ..errors import RLMError
 
 RESULTS = "results.jsonl"

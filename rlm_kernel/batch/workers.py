@@ -47,7 +47,7 @@ def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from ..api import RLM
     from ..builder import ModelClients
-    from ..engine.context import load_context
+    from ..context.files import load_context
     from ..errors import RLMError
     from ..redaction import redact
     from .tasks import failed_line

@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from ..engine.options import real_number, whole_number
+from ..engine.runs.options import real_number, whole_number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -73,9 +73,9 @@ def child_context(cfg: dict[str, Any]) -> dict[str, Any]:
     import sys
 
     from ..api import RLM
-    from ..engine import prompts
-    from ..engine.context import load_context
-    from ..engine.litellm_setup import load_litellm as litellm_module
+    from ..context.files import load_context
+    from ..engine.model.litellm_setup import load_litellm as litellm_module
+    from ..engine.protocol import prompts
 
     def note(message: str) -> None:
         print(f"[bench]   {message}", file=sys.stderr, flush=True)

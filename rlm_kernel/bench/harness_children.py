@@ -22,7 +22,7 @@ class _Ours:
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         from ..api import RLM
-        from ..engine.litellm_setup import load_litellm as litellm_module
+        from ..engine.model.litellm_setup import load_litellm as litellm_module
 
         litellm_module()  # part of what a run needs; imported before the timer starts
         self._rlm_class = RLM
@@ -37,7 +37,7 @@ class _Ours:
 
     @staticmethod
     def concurrency() -> int:
-        from ..engine.options import BY_NAME
+        from ..engine.runs.options import BY_NAME
 
         return BY_NAME["concurrency"].default
 
@@ -164,8 +164,8 @@ def child_litellm_floor(cfg: dict[str, Any]) -> dict[str, Any]:
     costs, per call, on this machine."""
     import asyncio
 
-    from ..engine.litellm_setup import load_litellm as litellm_module
-    from ..engine.options import BY_NAME
+    from ..engine.model.litellm_setup import load_litellm as litellm_module
+    from ..engine.runs.options import BY_NAME
 
     started = time.perf_counter()
     litellm = litellm_module()

@@ -70,7 +70,7 @@ def child_load(cfg: dict[str, Any]) -> dict[str, Any]:
     import nbformat
 
     from ..api import RLM
-    from ..engine.litellm_setup import load_litellm as litellm_module
+    from ..engine.model.litellm_setup import load_litellm as litellm_module
 
     litellm_module()
     tmp = tempfile.mkdtemp(prefix="rlm-bench-load-")

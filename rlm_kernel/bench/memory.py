@@ -46,6 +46,6 @@ def maxrss_bytes() -> int:
 
 
 def mem_available_bytes() -> int | None:
-    from ..engine.context import available_memory
+    from ..context.files import available_memory
 
     return available_memory()

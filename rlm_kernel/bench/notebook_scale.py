@@ -68,7 +68,7 @@ def child_notebook(cfg: dict[str, Any]) -> dict[str, Any]:
     import nbformat
 
     from ..api import RLM
-    from ..engine.litellm_setup import load_litellm as litellm_module
+    from ..engine.model.litellm_setup import load_litellm as litellm_module
     from ..sinks import notebook as notebook_sink
     from . import make_text
 

@@ -28,7 +28,7 @@ START_TARGET_S = 1.0  # extra seconds to start
 
 
 def _start_once(sandboxed: bool, folder: Path) -> float:
-    from ..engine.execution import ShellExecutor, new_headless_shell
+    from ..engine.execution.executors import ShellExecutor, new_headless_shell
 
     started = time.perf_counter()
     if sandboxed:

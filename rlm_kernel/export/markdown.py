@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.cells import rlm_meta
-from ..engine.protocol import truncate_middle
-from ..engine.trajectory import not_run
+from ..engine.protocol.reply import truncate_middle
+from ..engine.trajectory.cells import rlm_meta
+from ..engine.trajectory.writing import not_run
 from .runs import RunView, Step, count, output_texts, source
 
 OUTPUT_CHARS = 2_000

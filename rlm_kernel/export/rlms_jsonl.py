@@ -40,8 +40,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._version import __version__
-from ..engine.cells import rlm_meta
-from ..engine.trajectory import not_run
+from ..engine.trajectory.cells import rlm_meta
+from ..engine.trajectory.writing import not_run
 from .runs import RunView, Step, output_texts, prompt_shown, source
 
 

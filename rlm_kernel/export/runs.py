@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import prompts
-from ..engine.capture import outputs_view
-from ..engine.cells import AGENT_ROLES, reply_text, rlm_meta, source
-from ..engine.history import find_query_cell, rebuild
-from ..engine.options import OPTIONS, parse_query_cell
-from ..engine.trajectory import answer_from_markdown
+from ..engine.execution.capture import outputs_view
+from ..engine.protocol import prompts
+from ..engine.runs.history import find_query_cell, rebuild
+from ..engine.runs.options import OPTIONS, parse_query_cell
+from ..engine.trajectory.cells import AGENT_ROLES, reply_text, rlm_meta, source
+from ..engine.trajectory.writing import answer_from_markdown
 
 # Any metadata key that looks like a credential is never copied into an export.
 _SECRET_KEY = re.compile(

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .._words import plural
-from ..engine import options
-from ..engine.options import new_parser
+from ..engine.runs import options
+from ..engine.runs.options import new_parser
 from ..errors import RLMError
 from ..redaction import redact
 
@@ -58,8 +58,8 @@ class CellRun:
                  page_cells: list[dict[str, Any]] | None = None, earlier: Any = None) -> None:
         from ..api import context_cell
         from ..builder import Frontends, LivePage, build_run
-        from ..engine.execution import ShellExecutor
-        from ..engine.threads import CallerThread
+        from ..engine.execution.executors import ShellExecutor
+        from ..engine.execution.threads import CallerThread
         from ..sinks.journal import journal_path
 
         args = run_parser().parse_args(shlex.split(line))
@@ -131,7 +131,7 @@ class CellRun:
     def _approver(self, wanted: bool, live: bool) -> Any:
         if not wanted:
             return None
-        from ..engine.approval import PromptApprover, notebook_approver
+        from ..engine.steps.approval import PromptApprover, notebook_approver
 
         kernel = getattr(self.shell, "kernel", None)
         if kernel is not None and not (kernel.get_parent("shell") or {}).get("content", {}).get("allow_stdin", True):

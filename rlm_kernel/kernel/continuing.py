@@ -9,9 +9,9 @@ import shlex
 from typing import Any
 
 from .._words import plural
-from ..engine import options
-from ..engine.cells import AGENT_ROLES, cell_with_source, rlm_meta
-from ..engine.options import new_parser
+from ..engine.runs import options
+from ..engine.runs.options import new_parser
+from ..engine.trajectory.cells import AGENT_ROLES, cell_with_source, rlm_meta
 from ..errors import RLMError
 from .cell_runs import CellRun, person_namespace
 from .reruns import continuation_below
@@ -33,7 +33,7 @@ def continue_parser() -> argparse.ArgumentParser:
 async def prepare_continue(shell: Any, line: str, sources: list[str] | None,
                            clients: Any = None, earlier: Any = None) -> CellRun | None:
     """The continued run, or None when this cell's continuation is already below it."""
-    from ..engine.history import rebuild
+    from ..engine.runs.history import rebuild
     from ..resume import step_images
 
     args = continue_parser().parse_args(shlex.split(line))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..engine.execution import CellResult, ShellExecutor
+from ..engine.execution.executors import CellResult, ShellExecutor
 from ..sinks.live import LiveChannel, step_msg_id
 
 

@@ -1,5 +1,5 @@
 """Follow-up questions in a kernel: the runs of this session that a later
-``%%rlm`` cell builds on (``engine/follow_up.py`` says what its root model is
+``%%rlm`` cell builds on (``engine/runs/follow_up.py`` says what its root model is
 told). ``%%rlm --new`` starts a new chain: that run, and the ones after it,
 build on nothing before it. A run that Run All replays from the notebook
 (its ``%%rlm`` cell found it below) counts as a run of this session."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.follow_up import EarlierRun, FollowUp, earlier_runs_in, from_run
+from ..engine.runs.follow_up import EarlierRun, FollowUp, earlier_runs_in, from_run
 
 
 class SessionRuns:

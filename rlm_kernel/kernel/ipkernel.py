@@ -44,7 +44,7 @@ _BESIDE_A_RUN = frozenset({"kernel_info_request", "comm_info_request"})
 
 def _warm_up() -> None:
     try:
-        from ..engine.litellm_setup import load_litellm
+        from ..engine.model.litellm_setup import load_litellm
 
         load_litellm()
     except Exception:  # noqa: BLE001 - a failed warm-up shows up later, with a clear error

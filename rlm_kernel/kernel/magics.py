@@ -12,8 +12,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from ..engine import options
-from ..engine.options import new_parser
+from ..engine.runs import options
+from ..engine.runs.options import new_parser
 from ..errors import RLMError
 from .cell_runs import CellRun, person_namespace, query_source, recorded_run_note, run_parser
 from .follow_ups import SessionRuns
@@ -64,8 +64,8 @@ class RLMMagics(Magics):
         raise UsageError(f"Unknown %rlm command {command!r}; try %rlm help.")
 
     def _context(self, words: list[str]) -> None:
-        from ..engine.context import load_context
-        from ..engine.prompts import describe_context
+        from ..context.files import load_context
+        from ..engine.protocol.prompts import describe_context
 
         args = _context_parser().parse_args(words)
         if not args.paths:
@@ -173,7 +173,7 @@ async def _model_client_ready() -> None:
     page, and say why the cell is quiet. The note goes with the next output."""
     from IPython.display import clear_output
 
-    from ..engine.litellm_setup import litellm_loaded, load_litellm
+    from ..engine.model.litellm_setup import litellm_loaded, load_litellm
 
     if litellm_loaded():
         return

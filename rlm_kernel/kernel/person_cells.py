@@ -9,13 +9,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._words import plural
-from ..engine.images import images_metadata
-from ..engine.namespace import HELPER_NAMES
-from ..engine.replay import record_metadata
+from ..engine.execution.namespace import HELPER_NAMES
+from ..engine.protocol.images import images_metadata
+from ..engine.trajectory.replay import record_metadata
 
 if TYPE_CHECKING:
-    from ..engine.run import Run
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.records import SubcallRecord
     from .session import KernelSession
 
 
@@ -80,8 +80,8 @@ class PersonCells:
 
     def _new_run(self) -> Run:
         from ..builder import Frontends, build_run
-        from ..engine.execution import ShellExecutor
-        from ..engine.threads import CallerThread
+        from ..engine.execution.executors import ShellExecutor
+        from ..engine.execution.threads import CallerThread
 
         rlm = self.session.rlm()
         thread = CallerThread()

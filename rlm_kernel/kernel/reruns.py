@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.cells import AGENT_ROLES, find_cell, rlm_meta
+from ..engine.trajectory.cells import AGENT_ROLES, find_cell, rlm_meta
 
 
 def recorded_run_below(cells: list[dict[str, Any]] | None, cell_id: str | None,

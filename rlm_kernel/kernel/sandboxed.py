@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.execution import CellResult, install_shell_hooks
+from ..engine.execution.executors import CellResult, install_shell_hooks
 from ..sandbox.executor import SandboxExecutor
 from ..sandbox.outputs import ask_person, republish
 from ..sinks.live import LiveChannel

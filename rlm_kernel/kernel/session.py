@@ -21,17 +21,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..engine.engine_loop import submit
-from ..engine.model_client import ModelEndpoint
-from ..engine.replay import ReplayBook, record_metadata
-from ..engine.subcalls import message_content
-from ..engine.tree import endpoints
+from ..engine.execution.engine_loop import submit
+from ..engine.model.model_client import ModelEndpoint
+from ..engine.runs.tree import endpoints
+from ..engine.trajectory.records import message_content
+from ..engine.trajectory.replay import ReplayBook, record_metadata
 from .person_cells import PersonCells
 from .reruns import recorded_run_below
 
 if TYPE_CHECKING:
-    from ..engine.run import Run
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.records import SubcallRecord
 
 CELLS_TIMEOUT_S = 5.0
 RERUN_CHECK_TIMEOUT_S = 2.0  # the extension answers in milliseconds; this only bounds a silent frontend

@@ -18,7 +18,9 @@ def portable(name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[A
     """The call's arguments with every image made a data URL."""
     if name not in IMAGE_HELPERS:
         return args, kwargs
-    from rlm_kernel.engine.images import load  # Pillow is imported only for calls with images
+    from rlm_kernel.engine.protocol.images import (
+        load,  # Pillow is imported only for calls with images
+    )
 
     def urls(images: Any) -> Any:
         if images is None:

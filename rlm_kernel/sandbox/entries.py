@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..engine.namespace import HELPER_NAMES, Entries, Final
+from ..engine.execution.namespace import HELPER_NAMES, Entries, Final
 
 if TYPE_CHECKING:
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
     from .executor import SandboxExecutor
 
 SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..engine.background import Job
-from ..engine.capture import CellCapture, capturing
-from ..engine.execution import CellResult, Executor
-from ..engine.namespace import Entries
+from ..engine.execution.capture import CellCapture, capturing
+from ..engine.execution.executors import CellResult, Executor
+from ..engine.execution.namespace import Entries
+from ..engine.subcalls.background import Job
 from ..errors import RLMError
 from . import launcher
 from .calls import JOB, Jobs, native
@@ -30,7 +30,7 @@ from .entries import AFTER, SUBCALLS, SandboxEntries, SandboxNamespace
 from .inside import EOF, MARK
 
 if TYPE_CHECKING:
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
 
 DEATH_CHECK_S = 0.5  # how often a request with nothing to read asks whether the confined kernel still lives
 

@@ -162,7 +162,7 @@ class SandboxedRLMKernel(RLMKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from ..engine.options import resolve
+        from ..engine.runs.options import resolve
 
         options = resolve({})
         spec = launcher.SandboxSpec(folder=launcher.Path(os.getcwd()), memory_mb=options.sandbox_memory,

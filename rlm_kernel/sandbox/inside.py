@@ -98,7 +98,7 @@ class Bootstrap:
         signal.signal(signal.SIGXCPU, self._cpu_exceeded)
 
     def setup(self, setup_json: str) -> None:
-        from rlm_kernel.engine.namespace import Entries
+        from rlm_kernel.engine.execution.namespace import Entries
 
         setup = json.loads(setup_json)
         self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
@@ -163,7 +163,7 @@ class Bootstrap:
         """Load ``name`` here with the engine's own loader from ``paths`` (the
         files outside loaded it from, read-only here); kept for ``set`` or the
         setup when it is what outside holds (``expected``: its fingerprint)."""
-        from rlm_kernel.engine.context import load_context
+        from rlm_kernel.context.files import load_context
         from rlm_kernel.sandbox.context_files import fingerprint
 
         try:

@@ -17,7 +17,7 @@ def register(*, runs_dir: str = "rlm-runs", **options: Any) -> Any:
     its handler. ``options`` are run options every request uses (``model``
     is taken from the call's model name ``rlm/<root model>`` when left out);
     each request's trajectory notebook is written to ``runs_dir``."""
-    from ..engine.litellm_setup import load_litellm
+    from ..engine.model.litellm_setup import load_litellm
     from .provider import PROVIDER, ServeSettings, handler
 
     litellm = load_litellm()

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .._words import plural
-from ..engine.options import resolve
-from ..engine.sink import Sink
+from ..engine.runs.options import resolve
+from ..engine.trajectory.sink import Sink
 from ..errors import ContextError, ModelError, RLMError
 from ..redaction import redact
 from .request import BadRequest, RunRequest, keep_context, read_request

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .._local_server import wait_until_serving
-from ..engine import options
-from ..engine.options import whole_number
+from ..engine.runs import options
+from ..engine.runs.options import whole_number
 from ..errors import RLMError
 from .provider import PROVIDER, SETTINGS_ENV
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.options import BY_NAME, OPTIONS
+from ..engine.runs.options import BY_NAME, OPTIONS
 from ..errors import RLMError
 
 # A request may set these (the run's limits); models, servers and keys stay the server's.

@@ -12,15 +12,15 @@ import time
 from typing import IO, TYPE_CHECKING, Any
 
 from .._words import plural, tokens_text
-from ..engine.sink import Sink
+from ..engine.trajectory.sink import Sink
 from .display import status_line
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.reply_stream import ReplyProgress
-    from ..engine.result import RunResult
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.progress import ReplyProgress
+    from ..engine.trajectory.result import RunResult
 
 
 class ConsoleSink(Sink):

@@ -16,14 +16,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._words import cached_text, compactions_text, plural, price_text, tokens_text
-from ..engine.sink import Sink
+from ..engine.trajectory.sink import Sink
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.result import RunResult
-    from ..engine.run import Run
-    from ..engine.threads import CallerThread
+    from ..engine.execution.threads import CallerThread
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.result import RunResult
 
 
 def status_line(status: dict[str, Any]) -> str:
@@ -155,7 +155,7 @@ class DisplaySink(Sink):
                 self._status_shown_at = now
                 self._post(self._show_status)
             elif not self._status_timer:
-                from ..engine.engine_loop import engine_loop
+                from ..engine.execution.engine_loop import engine_loop
 
                 self._status_timer = True
                 loop = engine_loop()

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from ..engine.sink import Sink
+from ..engine.trajectory.sink import Sink
 from ..redaction import redact
 from .notebook import check_writable, file_cell, plain
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.result import RunResult
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.result import RunResult
 
 SUFFIX = ".journal.jsonl"
 
@@ -118,7 +118,7 @@ class JournalSink(Sink):
 
 def read_journal(path: str | os.PathLike[str]) -> NotebookNode:
     """The notebook a journal describes (a torn last line is ignored)."""
-    from ..engine.trajectory import new_notebook
+    from ..engine.trajectory.writing import new_notebook
 
     cells: dict[str, Any] = {}
     runs: list[dict[str, Any]] = []

@@ -20,16 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..engine.sink import Sink
+from ..engine.trajectory.sink import Sink
 from .notebook import plain
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.reply_stream import ReplyProgress
-    from ..engine.result import RunResult
-    from ..engine.run import Run
-    from ..engine.threads import CallerThread
+    from ..engine.execution.threads import CallerThread
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.progress import ReplyProgress
+    from ..engine.trajectory.result import RunResult
 
 PROTOCOL = "rlm/1"
 _HIDDEN_ROLES = ("context", "query")
@@ -139,7 +139,7 @@ class LiveSink(Sink):
         if op == "run_ended":
             self.thread.post(self.flush)
         elif first:
-            from ..engine.engine_loop import engine_loop
+            from ..engine.execution.engine_loop import engine_loop
 
             loop = engine_loop()
             loop.call_soon_threadsafe(loop.call_later, BATCH_WINDOW_S, self._flush_later)

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 from nbformat import NotebookNode
 
-from ..engine.sink import Sink
+from ..engine.trajectory.sink import Sink
 from ..errors import RLMError
 from ..redaction import redact
 
 if TYPE_CHECKING:
 
-    from ..engine.result import RunResult
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.result import RunResult
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..engine.cells import AGENT_ROLES
-from ..engine.sink import Sink
+from ..engine.trajectory.cells import AGENT_ROLES
+from ..engine.trajectory.sink import Sink
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.run import Run
+    from ..engine.runs.run import Run
 
 
 class SessionSink(Sink):

@@ -10,16 +10,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engine.replay import note_edited_prompts
-from ..engine.sink import Sink
+from ..engine.trajectory.replay import note_edited_prompts
+from ..engine.trajectory.sink import Sink
 from ..widgets.subcall import REFRESH_S, SubcallView
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.run import Run
-    from ..engine.subcalls import SubcallRecord
-    from ..engine.threads import CallerThread
+    from ..engine.execution.threads import CallerThread
+    from ..engine.runs.run import Run
+    from ..engine.trajectory.records import SubcallRecord
 
 
 def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> None:

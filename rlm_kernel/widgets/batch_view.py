@@ -22,7 +22,7 @@ from .rows import RowMaker, thumbnails
 from .text_fold import Shared, shared_parts
 
 if TYPE_CHECKING:
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.trajectory.records import SubcallRecord
 
 MODULE = "rlm-kernel"  # the labextension that registers the list's model and view
 MODULE_VERSION = "^0.1.0"  # must accept labextension/package.json's version

@@ -22,7 +22,7 @@ from .rows import shown_status
 from .text_fold import FOLD_FROM, Shared, fold, fold_html
 
 if TYPE_CHECKING:
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.trajectory.records import SubcallRecord
 
 EDIT_CHARS = 20_000  # the longest prompt part put in a text box without being asked
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .text_fold import AROUND, EDGE, FOLD_FROM, OPEN_CHARS, Shared, fold
 
 if TYPE_CHECKING:
-    from ..engine.images import Image
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.protocol.images import Image
+    from ..engine.trajectory.records import SubcallRecord
 
 PAGE_CHARS = 2_000_000  # text the page keeps for a whole batch, shared among its rows
 PREVIEW = 160  # characters of a row's one-line prompt preview

@@ -24,7 +24,7 @@ from .rows import flags, shown_status, thumbnail
 from .text_fold import fold, fold_html
 
 if TYPE_CHECKING:
-    from ..engine.subcalls import SubcallRecord
+    from ..engine.trajectory.records import SubcallRecord
 
 VIEW_CHARS = 20_000  # response text shown in a single call's row; cell metadata keeps the whole response
 MD_ROWS = 6  # rows in the markdown form (the cell metadata has every call)

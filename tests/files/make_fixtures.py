@@ -48,8 +48,8 @@ import nbformat  # noqa: E402
 from _helpers import ROOT, SUB, Router, repl  # noqa: E402
 
 from rlm_kernel import RLM  # noqa: E402
-from rlm_kernel.engine.replay import ReplayBook  # noqa: E402
-from rlm_kernel.engine.subcalls import prompt_hash  # noqa: E402
+from rlm_kernel.engine.trajectory.records import prompt_hash  # noqa: E402
+from rlm_kernel.engine.trajectory.replay import ReplayBook  # noqa: E402
 from rlm_kernel.testing.server import Reply, ScriptedServer  # noqa: E402
 
 NAMES = ("finished.ipynb", "pinned.ipynb", "child_run.ipynb", "resumed.ipynb")

@@ -39,8 +39,8 @@ async def _read(litellm: Any, url: str, mode: str) -> float:
 
 def time_stream_reading(url: str, calls: int) -> dict[str, list[float]]:
     """Seconds per call of each way, ``calls`` of each, in turns."""
-    from rlm_kernel.engine.engine_loop import engine_loop
-    from rlm_kernel.engine.litellm_setup import load_litellm
+    from rlm_kernel.engine.execution.engine_loop import engine_loop
+    from rlm_kernel.engine.model.litellm_setup import load_litellm
 
     litellm = load_litellm()  # with rlm-kernel's settings (its HTTP handler for OpenAI-style endpoints)
 

@@ -21,7 +21,7 @@ from playwright.sync_api import Page, expect
 
 from rlm_kernel import RLM
 from rlm_kernel._words import money, tokens_text
-from rlm_kernel.engine.result import RunResult
+from rlm_kernel.engine.trajectory.result import RunResult
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer, prompt_text
 
 pytestmark = pytest.mark.usefixtures("fresh_kernels")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...engine.options import real_number, whole_number
+from ...engine.runs.options import real_number, whole_number
 from ...errors import RLMError
 from . import SUITES, SuiteError, parse_length, parse_lengths
 

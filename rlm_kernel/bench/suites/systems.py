@@ -78,9 +78,9 @@ class Base:
 
     def __init__(self, models: Models, *, base_max_tokens: int = 100_000, max_retries: int = 4,
                  retry_base_delay: float = 0.5, **_: Any) -> None:
-        from ...engine.litellm_client import LiteLLMClient
-        from ...engine.model_client import ModelEndpoint
-        from ...engine.providers import check_endpoint
+        from ...engine.model.litellm_client import LiteLLMClient
+        from ...engine.model.model_client import ModelEndpoint
+        from ...engine.model.providers import check_endpoint
 
         self.endpoint = ModelEndpoint(models.model, models.api_base)
         check_endpoint(self.endpoint)
@@ -94,8 +94,8 @@ class Base:
         return f"{BASE_INSTRUCTIONS}\n\nContext:\n{context}\n\nQuestion: {task.question}", len(context) < len(task.context)
 
     def answer(self, task: Task) -> Outcome:
-        from ...engine.engine_loop import submit, wait_interruptibly
-        from ...engine.model_client import ModelCallError
+        from ...engine.execution.engine_loop import submit, wait_interruptibly
+        from ...engine.model.model_client import ModelCallError
 
         text, truncated = self.prompt(task)
         started = time.perf_counter()
