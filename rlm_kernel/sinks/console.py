@@ -18,9 +18,9 @@ from .display import status_line
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.runs.run import Run
     from ..engine.trajectory.progress import ReplyProgress
     from ..engine.trajectory.result import RunResult
+    from ..engine.trajectory.sink import RunView
 
 
 class ConsoleSink(Sink):
@@ -52,7 +52,7 @@ class ConsoleSink(Sink):
             self._line = False
             self._write("\r\x1b[K")
 
-    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+    def reply_progress(self, run: RunView, progress: ReplyProgress) -> None:
         if run.depth:
             return
         if progress.step != self._step:
@@ -72,7 +72,7 @@ class ConsoleSink(Sink):
         if progress.phase == "done":
             self._clear()
 
-    def status(self, run: Run, status: dict[str, Any]) -> None:
+    def status(self, run: RunView, status: dict[str, Any]) -> None:
         """On a terminal, while the root call runs: one line, redrawn."""
         if run.depth or not self.terminal or self.verbose:
             return
@@ -88,15 +88,15 @@ class ConsoleSink(Sink):
         self._write(f"\r\x1b[K  step {status.get('iteration')}: root model {what} · {root.get('elapsed_s', 0):.0f} s")
         self._line = True
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         if cell.metadata.get("rlm", {}).get("compaction") and not run.depth:
             self._say("  " + cell.source.split("\n", 1)[0].replace("**", ""))
 
-    def note(self, run: Run, text: str) -> None:
+    def note(self, run: RunView, text: str) -> None:
         if not run.depth:
             self._say(f"note: {text}")
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         meta = cell.metadata.get("rlm", {})
@@ -105,7 +105,7 @@ class ConsoleSink(Sink):
         extra = f", {plural(calls, 'sub-call')}" if calls else ""
         self._say(f"  step {meta.get('step')}: [{meta.get('status')}{extra}] {first}")
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         if run.depth:
             return
         self._say(status_line(run.status("ended", result.reason)))

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from ..engine.execution.threads import CallerThread
-    from ..engine.runs.run import Run
     from ..engine.trajectory.result import RunResult
+    from ..engine.trajectory.sink import RunView
 
 
 def status_line(status: dict[str, Any]) -> str:
@@ -95,10 +95,10 @@ class DisplaySink(Sink):
     def _post(self, fn: Any) -> None:
         self.thread.post(fn)
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         if run.depth:
             return
-        note = model_note(run.endpoint.model)
+        note = model_note(run.model)
 
         def show() -> None:
             from IPython.display import display
@@ -113,7 +113,7 @@ class DisplaySink(Sink):
 
         self._post(show)
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         if run.depth or self.status_only:
             return
         role = cell.metadata.get("rlm", {}).get("role")
@@ -131,7 +131,7 @@ class DisplaySink(Sink):
         data = {"text/markdown": header + text, "text/plain": text}
         self._post(lambda: self._display(data))
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         """With the page showing the steps as cells, the answer (or how the
         run ended) shows in the %%rlm cell too, under its status line."""
         if run.depth or not self.status_only or not run.cells:
@@ -140,11 +140,11 @@ class DisplaySink(Sink):
         data = {"text/markdown": closing.source, "text/plain": result.answer_text or closing.source}
         self._post(lambda: self._display(data))
 
-    def note(self, run: Run, text: str) -> None:
+    def note(self, run: RunView, text: str) -> None:
         if not run.depth:
             self._post(lambda: self._display({"text/markdown": f"*{text}*", "text/plain": text}))
 
-    def status(self, run: Run, status: dict[str, Any]) -> None:
+    def status(self, run: RunView, status: dict[str, Any]) -> None:
         if run.depth:
             return
         with self._status_lock:

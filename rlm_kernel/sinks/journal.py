@@ -26,8 +26,8 @@ from .notebook import check_writable, file_cell, plain
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.runs.run import Run
     from ..engine.trajectory.result import RunResult
+    from ..engine.trajectory.sink import RunView
 
 SUFFIX = ".journal.jsonl"
 
@@ -80,31 +80,31 @@ class JournalSink(Sink):
                     finally:
                         os.close(folder)
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         if run.depth == 0:
             self._write({"kind": "run", "run": plain(run.record())})
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         if run.depth == 0 and cell.cell_type != "code":
             self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
         elif run.depth == 0 and cell.metadata.get("rlm", {}).get("role") in ("query", "context"):
             self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth == 0:
             self._write({"kind": "cell", "cell": plain(dict(file_cell(cell)))})
 
-    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+    def subcalls_settled(self, run: RunView, cell: NotebookNode) -> None:
         self.cell_finished(run, cell)  # a later line of the same cell wins
 
-    def status(self, run: Run, status: dict[str, Any]) -> None:
+    def status(self, run: RunView, status: dict[str, Any]) -> None:
         # A new step begins: the lines of the step before are final, keep them on disk.
         if run.depth == 0 and status.get("iteration", 0) > self._step:
             self._step = status["iteration"]
             with self._lock:
                 self._sync()
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         if run.depth:
             return
         self._write({"kind": "end", "run": plain(run.record(result))}, sync=self.keep)

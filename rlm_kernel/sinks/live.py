@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from ..engine.execution.threads import CallerThread
-    from ..engine.runs.run import Run
     from ..engine.trajectory.progress import ReplyProgress
     from ..engine.trajectory.result import RunResult
+    from ..engine.trajectory.sink import RunView
 
 PROTOCOL = "rlm/1"
 _HIDDEN_ROLES = ("context", "query")
@@ -121,7 +121,7 @@ class LiveSink(Sink):
         self._anchor = anchor
         self._page_cells = _shown_cells(page_cells or [], anchor.cell_id)
         self.last_cell_id = anchor.cell_id
-        self.run: Run | None = None
+        self.run: RunView | None = None
         self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
         self.drafts: dict[str, str] = {}  # the page's draft cells of a streaming reply: id -> source sent
         self._outbox: list[dict[str, Any]] = []
@@ -159,30 +159,30 @@ class LiveSink(Sink):
             for message in ops:
                 self.channel.publish(message)
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         if run.depth:
             return
         self.run = run
         self.channel.active = self
         self._send("run_started", run_id=run.run_id, anchor_cell_id=self.anchor, parent_msg_id=self.parent_msg_id,
-                   query=run.query, max_iterations=run.tree.options.max_iterations, depth=run.depth,
-                   follows=run.follow_up.follows if run.follow_up is not None else None)
+                   query=run.query, max_iterations=run.max_iterations, depth=run.depth,
+                   follows=run.follows)
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         if run.depth or cell.metadata.get("rlm", {}).get("role") in _HIDDEN_ROLES:
             return
         after_id, self.last_cell_id = self.last_cell_id, cell.id
         self.drafts.pop(cell.id, None)  # a draft becomes its cell: the page updates it in place
         self._send("insert_cell", run_id=run.run_id, after_cell_id=after_id, cell=_cell_json(cell, outputs=False))
 
-    def cell_updated(self, run: Run, cell: NotebookNode) -> None:
+    def cell_updated(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         index = next((i for i, c in enumerate(run.cells) if c.id == cell.id), 0)
         after = run.cells[index - 1].id if index > 0 else self.anchor
         self._send("insert_cell", run_id=run.run_id, after_cell_id=after, cell=_cell_json(cell, outputs=False))
 
-    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+    def reply_progress(self, run: RunView, progress: ReplyProgress) -> None:
         """Draft cells of a streaming reply: inserted, written into, taken back."""
         if run.depth:
             return
@@ -203,14 +203,14 @@ class LiveSink(Sink):
             self.drafts[draft.id] = draft.source
             after = draft.id
 
-    def cell_started(self, run: Run, cell: NotebookNode) -> None:
+    def cell_started(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         msg_id = step_msg_id(cell.id)
         self.started.add(msg_id)
         self._send("cell_started", run_id=run.run_id, cell_id=cell.id, msg_id=msg_id)
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         meta = cell.metadata.get("rlm", {})
@@ -220,19 +220,19 @@ class LiveSink(Sink):
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
                    status=status, metadata=plain(meta), **outputs)
 
-    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+    def subcalls_settled(self, run: RunView, cell: NotebookNode) -> None:
         """A finished cell's background sub-calls are over: its metadata again."""
         if run.depth:
             return
         self._send("cell_finished", run_id=run.run_id, cell_id=cell.id, execution_count=cell.get("execution_count"),
                    status=cell.metadata.get("rlm", {}).get("status", "ok"), metadata=plain(cell.metadata.get("rlm", {})))
 
-    def status(self, run: Run, status: dict[str, Any]) -> None:
+    def status(self, run: RunView, status: dict[str, Any]) -> None:
         if run.depth:
             return
         self._send("status", **status)
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         if run.depth:
             return
         answer_cell = run.cells[-1].id if run.cells else None

@@ -18,8 +18,8 @@ from ..redaction import redact
 
 if TYPE_CHECKING:
 
-    from ..engine.runs.run import Run
     from ..engine.trajectory.result import RunResult
+    from ..engine.trajectory.sink import RunView
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -55,7 +55,7 @@ def file_cell(cell: NotebookNode) -> NotebookNode:
     return nbformat.from_dict({**cell, "outputs": without_widget_views(cell["outputs"])})
 
 
-def trajectory_notebook(run: Run, result: RunResult | None = None) -> NotebookNode:
+def trajectory_notebook(run: RunView, result: RunResult | None = None) -> NotebookNode:
     """The run's trajectory as a notebook file keeps it."""
     nb = run.notebook(result)
     nb.cells = [file_cell(c) for c in nb.cells]
@@ -121,20 +121,20 @@ class NotebookSink(Sink):
         self._last = 0.0
         self._gap = interval
 
-    def _write(self, run: Run, result: RunResult | None = None) -> None:
+    def _write(self, run: RunView, result: RunResult | None = None) -> None:
         started = time.monotonic()
         write_notebook(trajectory_notebook(run, result), self.path, validate=result is not None)
         self._last = time.monotonic()
         # A big notebook takes long to write: write it less often (at most ~10% of the time).
         self._gap = max(self.interval, 10 * (self._last - started))
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth == 0 and time.monotonic() - self._last >= self._gap:
             self._write(run)
 
-    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+    def subcalls_settled(self, run: RunView, cell: NotebookNode) -> None:
         self.cell_finished(run, cell)
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         if run.depth == 0:
             self._write(run, result)

@@ -14,7 +14,7 @@ from ..engine.trajectory.sink import Sink
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..engine.runs.run import Run
+    from ..engine.trajectory.sink import RunView
 
 
 class SessionSink(Sink):
@@ -26,24 +26,24 @@ class SessionSink(Sink):
         self.thread = thread
         self.continue_cell = continue_cell
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         if run.depth or not self.continue_cell or cell.metadata.get("rlm", {}).get("role") not in AGENT_ROLES:
             return
         mark = {"role": "continue", "run_id": run.run_id, "continuation": cell.id}
         continue_cell, self.continue_cell = self.continue_cell, None
         self.thread.post(lambda: self.session.send("cell_metadata", cell_id=continue_cell, rlm=mark))
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         records = cell.metadata.get("rlm", {}).get("subcalls")
         if records:
             self.session.book.set_cell(cell.id, records, cell.source)
 
-    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+    def subcalls_settled(self, run: RunView, cell: NotebookNode) -> None:
         self.cell_finished(run, cell)  # the replay book gets the background calls' answers
 
-    def cell_edited(self, run: Run, cell: NotebookNode) -> None:
+    def cell_edited(self, run: RunView, cell: NotebookNode) -> None:
         if run.depth:
             return
         self.thread.post(lambda: self.session.send("cell_source", cell_id=cell.id, source=cell.source,

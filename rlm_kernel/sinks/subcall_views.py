@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from ..engine.execution.threads import CallerThread
-    from ..engine.runs.run import Run
     from ..engine.trajectory.records import SubcallRecord
+    from ..engine.trajectory.sink import RunView
 
 
 def _display(bundle: dict[str, Any], display_id: str, update: bool = False) -> None:
@@ -46,7 +46,7 @@ class SubcallViewSink(Sink):
     pending refresh per view) and spaced (one per view every REFRESH_S)."""
 
     def __init__(self, thread: CallerThread | None = None, widgets: bool = False,
-                 pinner: Callable[[Run, SubcallRecord, str, str | None], None] | None = None,
+                 pinner: Callable[[RunView, SubcallRecord, str, str | None], None] | None = None,
                  asker: Callable[[SubcallRecord, str], concurrent.futures.Future[Any]] | None = None) -> None:
         self.thread = thread
         self.widgets = widgets and thread is not None
@@ -55,7 +55,7 @@ class SubcallViewSink(Sink):
         self._views: dict[str, SubcallView] = {}
         self._lock = threading.Lock()
 
-    def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
+    def subcalls_started(self, run: RunView, records: list[SubcallRecord]) -> None:
         if not records:
             return
         note_edited_prompts(getattr(run, "replay_cursor", None), records)
@@ -68,7 +68,7 @@ class SubcallViewSink(Sink):
                 self._views[record.id] = view
         _display(view.bundle(), view.display_id)
 
-    def subcall(self, run: Run, record: SubcallRecord) -> None:
+    def subcall(self, run: RunView, record: SubcallRecord) -> None:
         view = self._views.get(record.id)
         if view is None or view.widget is None or self.thread is None:
             return
@@ -99,7 +99,7 @@ class SubcallViewSink(Sink):
             return
         self.thread.post(refresh)
 
-    def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
+    def subcalls_finished(self, run: RunView, records: list[SubcallRecord]) -> None:
         if not records:
             return
         view = self._views.get(records[0].id)
@@ -115,7 +115,7 @@ class SubcallViewSink(Sink):
             for record in records:
                 self._views.pop(record.id, None)
 
-    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+    def child_sink(self, run: RunView, record: SubcallRecord) -> Sink | None:
         view = self._views.get(record.id)
         if view is None or view.widget is None or self.thread is None:
             return None
@@ -138,12 +138,12 @@ class ChildStepsSink(Sink):
 
         self.thread.post(add)
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         role = cell.metadata.get("rlm", {}).get("role")
         if cell.cell_type == "markdown" and role != "query":
             self._append([_markdown(cell.source)])
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         if cell.cell_type != "code":
             return
         outputs = [_markdown(f"```python\n{cell.source}\n```")]

@@ -176,6 +176,19 @@ class Run:
             "cells": [dict(c) for c in self.cells],
         }
 
+    # -- what a sink reads (trajectory.sink.RunView) ------------------------------
+    @property
+    def model(self) -> str:
+        return self.endpoint.model
+
+    @property
+    def max_iterations(self) -> int:
+        return int(self.tree.options.max_iterations)
+
+    @property
+    def follows(self) -> str | None:
+        return self.follow_up.follows if self.follow_up is not None else None
+
     # -- status ----------------------------------------------------------------
     def status(self, state: str = "running", reason: str | None = None) -> dict[str, Any]:
         budget = self.tree.budget

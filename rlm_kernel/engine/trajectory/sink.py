@@ -2,20 +2,51 @@
 
 The engine calls a :class:`Sink`; the notebook file, the run journal, the
 live page, the ``%%rlm`` cell's own output, the terminal and the sub-call
-views implement it (``rlm_kernel.sinks``). Every method is optional.
+views implement it (``rlm_kernel.sinks``). Every method is optional. A sink
+sees the run through :class:`RunView`, what it may read of it, never the run
+itself.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..runs.run import Run
     from .progress import ReplyProgress
     from .records import SubcallRecord
     from .result import RunResult
+
+
+class RunView(Protocol):
+    """What a sink may read of the run it hears about (``runs.run.Run`` is one)."""
+
+    run_id: str
+    depth: int  # 0 for a root run, n for a child run n levels down
+    query: str
+    cells: list[NotebookNode]  # the run's cells so far, in order: read, never change
+
+    @property
+    def model(self) -> str:
+        """The run's root model (a child run's: the sub-model it was given)."""
+
+    @property
+    def max_iterations(self) -> int:
+        """The step limit the run works within."""
+
+    @property
+    def follows(self) -> str | None:
+        """The run id a follow-up builds on (its cells' ``metadata.rlm.follows``)."""
+
+    def status(self, state: str = "running", reason: str | None = None) -> dict[str, Any]:
+        """The run's figures now: step, sub-calls, tokens, cost, time."""
+
+    def record(self, result: RunResult | None = None) -> dict[str, Any]:
+        """The run's entry in the notebook's ``metadata.rlm.runs`` (so far, while ``result`` is None)."""
+
+    def notebook(self, result: RunResult | None = None) -> NotebookNode:
+        """The run's trajectory notebook as it stands."""
 
 
 class Sink:
@@ -27,52 +58,52 @@ class Sink:
     background job is posted to it).
     """
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         """The run begins (before its first cell)."""
 
-    def cell_added(self, run: Run, cell: NotebookNode, after: str | None) -> None:
+    def cell_added(self, run: RunView, cell: NotebookNode, after: str | None) -> None:
         """A cell joins the trajectory, after the cell with id ``after``."""
 
-    def cell_started(self, run: Run, cell: NotebookNode) -> None:
+    def cell_started(self, run: RunView, cell: NotebookNode) -> None:
         """A code cell is about to run."""
 
-    def cell_finished(self, run: Run, cell: NotebookNode) -> None:
+    def cell_finished(self, run: RunView, cell: NotebookNode) -> None:
         """A code cell ran (or was skipped); its outputs and metadata are final."""
 
-    def cell_edited(self, run: Run, cell: NotebookNode) -> None:
+    def cell_edited(self, run: RunView, cell: NotebookNode) -> None:
         """A person changed the cell's source before it ran (an approval edit)."""
 
-    def cell_updated(self, run: Run, cell: NotebookNode) -> None:
+    def cell_updated(self, run: RunView, cell: NotebookNode) -> None:
         """The cell's metadata changed after it was added (a streamed step's
         first cell gets the root call's usage once the reply has ended)."""
 
-    def reply_progress(self, run: Run, progress: ReplyProgress) -> None:
+    def reply_progress(self, run: RunView, progress: ReplyProgress) -> None:
         """A streaming root reply got further: its draft cells, its size."""
 
-    def subcall(self, run: Run, record: SubcallRecord) -> None:
+    def subcall(self, run: RunView, record: SubcallRecord) -> None:
         """A sub-call was made or changed state."""
 
-    def subcalls_started(self, run: Run, records: list[SubcallRecord]) -> None:
+    def subcalls_started(self, run: RunView, records: list[SubcallRecord]) -> None:
         """On the code thread, right before it waits for these sub-calls."""
 
-    def subcalls_finished(self, run: Run, records: list[SubcallRecord]) -> None:
+    def subcalls_finished(self, run: RunView, records: list[SubcallRecord]) -> None:
         """On the code thread, once they are all done or failed."""
 
-    def subcalls_settled(self, run: Run, cell: NotebookNode) -> None:
+    def subcalls_settled(self, run: RunView, cell: NotebookNode) -> None:
         """Background sub-calls of a cell that had already finished are over:
         its ``metadata.rlm.subcalls`` now hold their final records."""
 
-    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+    def child_sink(self, run: RunView, record: SubcallRecord) -> Sink | None:
         """Where the child run started for ``record`` reports (None: nowhere)."""
         return None
 
-    def status(self, run: Run, status: dict[str, Any]) -> None:
+    def status(self, run: RunView, status: dict[str, Any]) -> None:
         """The run's figures (step, sub-calls, tokens, cost, time) changed."""
 
-    def note(self, run: Run, text: str) -> None:
+    def note(self, run: RunView, text: str) -> None:
         """A sentence for the person watching the run (not for the model), said once."""
 
-    def run_ended(self, run: Run, result: RunResult) -> None:
+    def run_ended(self, run: RunView, result: RunResult) -> None:
         """The run is over; ``result`` says how."""
 
 
@@ -106,9 +137,9 @@ class MultiSink(Sink):
     note = _to_each("note")
     run_ended = _to_each("run_ended")
 
-    def child_sink(self, run: Run, record: SubcallRecord) -> Sink | None:
+    def child_sink(self, run: RunView, record: SubcallRecord) -> Sink | None:
         children = [c for c in (s.child_sink(run, record) for s in self.sinks) if c is not None]
         return MultiSink(*children) if children else None
 
 
-__all__ = ["MultiSink", "Sink"]
+__all__ = ["MultiSink", "RunView", "Sink"]
