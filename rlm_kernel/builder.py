@@ -48,6 +48,7 @@ class Frontends:
     session: Any = None  # the kernel session: replay book, pins, "ask the model", page ops
     continue_cell: str | None = None  # the %rlm continue cell, marked with the continuation it made
     sinks: Sequence[Sink] = field(default_factory=tuple)  # any more, after ours
+    trace: bool | None = None  # OpenTelemetry spans (sinks/traces.py); None: when $OTEL_EXPORTER_OTLP_ENDPOINT is set
 
 
 def model_client(options: Any) -> ModelClient:
@@ -184,6 +185,9 @@ def _sinks(frontends: Frontends, thread: Any) -> list[Sink]:
 
         sinks.append(SessionSink(session, thread, continue_cell=frontends.continue_cell))
     sinks.extend(frontends.sinks)
+    traced = _trace_sink(frontends)
+    if traced is not None:
+        sinks.append(traced)
     if frontends.console is not None:
         from .sinks.console import ConsoleSink
 
@@ -202,6 +206,37 @@ def _sinks(frontends: Frontends, thread: Any) -> list[Sink]:
                         display.outputs if display is not None else None)
         sinks.append(LiveSink(live.channel, thread, anchor, page_cells=live.page_cells))
     return sinks
+
+
+def _trace_sink(frontends: Frontends) -> Sink | None:
+    """The run's spans when tracing is on (``--trace``, or an OTLP endpoint in
+    the environment, which the kernel, ``serve`` and ``batch`` honour too).
+    Asked for and not installed: refused in one sentence; set in the
+    environment and not installed: said once on stderr, the run goes on."""
+    from .sinks import otlp
+
+    if frontends.trace is False or (frontends.trace is None and not otlp.tracing_on()):
+        return None
+    if not otlp.installed():
+        if frontends.trace:
+            otlp.check_installed()
+        _say_once(f"rlm-kernel: {otlp.ENDPOINT_ENV} is set but runs are not traced: {otlp.INSTALL_HINT}.")
+        return None
+    from .sinks.traces import trace_sink
+
+    notebook = frontends.notebook if frontends.notebook is not None else os.environ.get("JPY_SESSION_NAME")
+    return trace_sink(os.path.abspath(notebook) if notebook else None)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    import sys
+
+    if text not in _SAID:
+        _SAID.add(text)
+        print(text, file=sys.stderr)
 
 
 __all__ = ["Frontends", "LivePage", "ModelClients", "build_run", "check_models", "model_client"]

@@ -44,6 +44,13 @@ def _parser() -> Any:
                      help="write each root reply on stderr as the model writes it (default: a progress line)")
     run.add_argument("--approve", action="store_true",
                      help="ask on the terminal before each generated code cell runs (run, edit, skip, stop)")
+    traces = run.add_argument_group("tracing (OpenTelemetry; also on whenever $OTEL_EXPORTER_OTLP_ENDPOINT is set)")
+    traces.add_argument("--trace", nargs="?", const="", default=None, metavar="URL",
+                        help="export the run as OpenTelemetry spans to the OTLP receiver at URL (default: "
+                             "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4318): Phoenix, Langfuse, MLflow, Jaeger")
+    traces.add_argument("--trace-content", action="store_true",
+                        help="put prompts, replies, code and outputs into the spans too (default: models, tokens, "
+                             "costs and statuses only)")
     resume = run.add_argument_group("resuming a saved run")
     resume.add_argument("--resume", metavar="NB",
                         help="continue the run saved in this notebook; with --query, ask a follow-up question on it")
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "run":
+            _tracing(args)
             with counting_ctrl_c() as args.ctrl_c:
                 return _run(args)
         if args.command == "lab":
@@ -153,6 +161,22 @@ def counting_ctrl_c() -> Iterator[CtrlC]:
         yield counter
     finally:
         signal.signal(signal.SIGINT, saved)
+
+
+def _tracing(args: Any) -> None:
+    """``--trace [URL]`` / ``--trace-content``: the environment every OTLP
+    exporter reads (this process's: the run's trace sink is made from it)."""
+    if args.trace is None and not args.trace_content:
+        return
+    from .sinks import otlp
+
+    otlp.check_installed()
+    if args.trace:
+        os.environ[otlp.ENDPOINT_ENV] = args.trace
+    elif not otlp.tracing_on():
+        os.environ[otlp.ENDPOINT_ENV] = otlp.DEFAULT_ENDPOINT
+    if args.trace_content:
+        os.environ[otlp.CONTENT_ENV] = "true"
 
 
 def _run(args: Any) -> int:
