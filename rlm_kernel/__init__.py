@@ -12,8 +12,9 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .api import RLM, RLMResult
+    from .context.files import load_documents as load_context
 
-__all__ = ["RLM", "RLMResult", "__version__", "load_ipython_extension"]
+__all__ = ["RLM", "RLMResult", "__version__", "load_context", "load_ipython_extension"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from . import api
 
         return getattr(api, name)
+    if name == "load_context":  # files, folders, archives, URLs as a context (rlm_kernel.context)
+        from .context.files import load_documents
+
+        return load_documents
     raise AttributeError(name)
 
 

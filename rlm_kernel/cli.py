@@ -32,7 +32,8 @@ def _parser() -> Any:
         description="Run an RLM on files and write the trajectory as a notebook.", epilog=RUN_EXIT_CODES,
     )
     run.add_argument("--context", action="append", default=[], metavar="PATH",
-                     help="file, directory or glob to load as `context` (repeatable)")
+                     help="file, directory, glob, archive or http(s) URL to load as `context` (repeatable; PDFs, "
+                          "Office files, e-books, tables: pip install 'rlm-kernel[documents]')")
     run.add_argument("--encoding", default="utf-8", help="text encoding of the context files (default utf-8)")
     run.add_argument("--query", help="the question about the context")
     run.add_argument("--query-file", help="read the question from this file")
@@ -188,16 +189,29 @@ def _run(args: Any) -> int:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
     # Imported once the arguments are known good: the engine's imports take a second or two.
     from .api import RLM
-    from .context.files import load_context
     from .sinks.console import ConsoleSink
 
     rlm = RLM(**options.given(args))
-    loaded = load_context(args.context, encoding=args.encoding)
+    loaded = _load(args)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
     sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
     result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
                             approver=_approver(args))
     return _report(args, result)
+
+
+def _load(args: Any) -> Any:
+    """The context from ``--context``: a progress line on stderr while it
+    loads (unless --quiet), then what was loaded and skipped."""
+    from .context.describe import structured
+    from .context.files import load_context
+    from .context.progress import ProgressBar
+
+    with ProgressBar(delay=0.5 if not args.quiet else 10**9) as bar:
+        loaded = load_context(args.context, encoding=args.encoding, progress=bar)
+    if not args.quiet and (loaded.skipped or structured(loaded.value)):
+        print(f"rlm-kernel: {loaded.summary}", file=sys.stderr)
+    return loaded
 
 
 def _query(args: Any) -> str:
@@ -256,7 +270,6 @@ def _follow_up(args: Any) -> int:
     from pathlib import Path
 
     from .api import RLM
-    from .context.files import load_context
     from .resume import plan_follow_up
     from .sinks.console import ConsoleSink
 
@@ -268,7 +281,7 @@ def _follow_up(args: Any) -> int:
     rlm = RLM(**{**planned.options, **options.given(args)})
     stem = Path(args.resume)
     output = args.output or str(stem.with_name(f"{stem.stem}-follow-up-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))
-    loaded = load_context(args.context, encoding=args.encoding) if args.context else planned.context
+    loaded = _load(args) if args.context else planned.context
     sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
     result = rlm.completion(loaded.value if loaded else None, query, output=output, sink=sink,
                             sources=loaded.sources if loaded else None, approver=_approver(args),

@@ -19,7 +19,7 @@ from .cell_runs import CellRun, person_namespace, query_source, recorded_run_not
 from .follow_ups import SessionRuns
 
 USAGE = """\
-%rlm context PATH [PATH ...] [--encoding ENC]   load files (a file, several, a directory, a glob) as `context`
+%rlm context PATH [PATH ...] [--encoding ENC]   load files, folders, globs, archives, URLs as `context`
 %rlm context                                    describe the current `context`
 %%rlm [--model M] [--sub-model M] [...]         ask the question in the cell body (see %rlm help run)
 %rlm continue [--from CELL] [--old keep|remove] [--fresh]  continue the run from a cell (default: the cell above)
@@ -74,12 +74,21 @@ class RLMMagics(Magics):
                 raise RLMError("No context yet: use %rlm context PATH, or assign `context = ...` in a cell.")
             print(describe_context(namespace["context"], self.sources()))
             return
+        from ..context.describe import structured
+        from ..context.progress import ProgressBar
+
         started = time.perf_counter()
-        loaded = load_context(args.paths, encoding=args.encoding)
+        try:
+            with ProgressBar() as bar:  # in the cell's output, redrawn in place
+                loaded = load_context(args.paths, encoding=args.encoding, progress=bar)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt("loading the context was interrupted; `context` is unchanged") from None
         self.shell.user_ns["context"] = loaded.value
         self.context_sources, self.context_encoding = loaded.sources, loaded.encoding
         self._loaded_value = loaded.value
         elapsed = time.perf_counter() - started
+        if loaded.skipped or structured(loaded.value):
+            print(loaded.summary)
         print(f"{describe_context(loaded.value, loaded.sources)} ({elapsed:.2f} s)")
 
     def _replay(self, words: list[str]) -> None:

@@ -1,6 +1,7 @@
 """How a context loaded from files reaches the confined kernel: the inside
-loads it itself, with the same loader (``engine.context.load_context``),
-from the same files, read-only.
+loads it itself, with the same loader (``context.files.load_context``),
+from the same files, read-only; converted documents (PDFs, tables...) are
+passed in as they are, through a file, never converted again inside.
 
 A file the confined kernel already sees (the file system is bound
 read-only) is read where it is. A file in a hidden place (``/tmp``,
@@ -23,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..context.kinds import TEXT
 from .launcher import under
 
 PROBE_CHARS = 65536
@@ -34,6 +36,8 @@ def fingerprint(value: Any) -> list[Any] | None:
     parts = [value] if isinstance(value, str) else value
     if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
         return None
+    if any(getattr(p, "kind", "text") not in TEXT for p in parts):
+        return None  # converted documents go in as they are (a pickle), not converted again inside
     digest = hashlib.blake2b(digest_size=16)
     for part in parts:
         digest.update(part[:PROBE_CHARS].encode("utf-8", "surrogatepass"))

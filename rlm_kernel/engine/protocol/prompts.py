@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...context.describe import describe as describe_documents
+
 SYSTEM_PROMPT = """\
 You answer a query about an input that is far too large to read at once. \
 The input is loaded in a live Python session (a Jupyter kernel) as the variable \
@@ -46,6 +48,15 @@ exploring in the next blocks and steps, and collect it with `h.result()` when \
 you need it. After each step you are told which background jobs are still \
 running; jobs still running when you answer are cancelled.
 
+When `context` was loaded from files, each document is a str that also has \
+`.source` (its path or URL), `.kind`, `.metadata` and `.pages` (a PDF's pages, a \
+deck's slides, a workbook's sheets, an e-book's chapters): `doc.pages[11]` is page \
+12's text, `doc.page_at(m.start())` the page of a regex match, and each page starts \
+with a marker line such as `[page 12]` or `[slide 3]`, so a slice you hand to a \
+sub-call says where it comes from. Tables are pandas DataFrames \
+(`df.attrs["source"]`); a SQLite file or a workbook is a dict of DataFrames by name. \
+In your answer, cite the source and page of each fact, e.g. (report.pdf, page 12).
+
 A good plan: look at the structure of `context` (type, length, separators), \
 split it into chunks, use llm_query_batched on the chunks, keep the results in \
 variables, combine them with code or one more sub-call, check the result, and \
@@ -78,7 +89,11 @@ Only answer once you have checked the evidence.
 
 
 def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:
-    """One paragraph on the context's type and size; no content."""
+    """One paragraph on the context's type and size; no content. Documents
+    loaded from files are described by the loader (``context.describe``)."""
+    documents = describe_documents(context)
+    if documents is not None:
+        return documents
     if isinstance(context, str):
         text = f"`context` is a str of {len(context):,} characters."
     elif isinstance(context, dict):
@@ -92,9 +107,9 @@ def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:
         )
     elif isinstance(context, (list, tuple)):
         sizes = [_size(item) for item in context]
-        kinds = sorted({type(item).__name__ for item in context}) or ["nothing"]
+        kinds = sorted({"str" if isinstance(item, str) else type(item).__name__ for item in context}) or ["nothing"]
         text = (
-            f"`context` is a {type(context).__name__} of {len(context):,} items "
+            f"`context` is a {'list' if isinstance(context, list) else 'tuple'} of {len(context):,} items "
             f"({'/'.join(kinds)}), {sum(sizes):,} characters in total{_spread(sizes)}."
         )
     else:
