@@ -14,6 +14,7 @@ from .builder import Frontends, build_run, model_client
 from .engine.execution.executors import Executor, ShellExecutor, new_headless_shell
 from .engine.execution.threads import CallerThread
 from .engine.runs.options import OPTIONS, non_defaults, resolve
+from .engine.runs.start import RunStart
 from .engine.steps.approval import Approver
 from .engine.trajectory.result import RunResult
 from .engine.trajectory.sink import Sink
@@ -72,6 +73,10 @@ class RLM:
     ) -> RunResult:
         """Run the RLM on ``context`` (any str / list / dict) headless.
 
+        ``context`` may also be files to load: a path (``pathlib.Path``), a
+        list of paths, or what ``rlm_kernel.load_context`` returned (PDFs,
+        Office files, web pages, tables... kept with their pages).
+
         Generated code runs in a fresh namespace on this thread. Returns a
         result with ``.answer``, ``.reason``, usage, cost and ``.notebook``
         (the trajectory, an nbformat notebook; also written to ``output``).
@@ -82,11 +87,12 @@ class RLM:
         answers and variables. ``context`` None then reloads the context
         from the paths the notebook recorded.
         """
+        context, sources = _loaded(context, sources)
         if follow_up is not None:
             return self._follow_up(follow_up, context, query, output=output, sources=sources, sink=sink,
                                    approver=approver)
-        return self._run_headless(output, sink, query=query, context=context, sources=list(sources or []) or None,
-                                  lead_cells=[context_cell(sources)], approver=approver)
+        start = RunStart.fresh(sources=sources, cells_before=[context_cell(sources)])
+        return self._run_headless(output, sink, start, query=query, context=context, approver=approver)
 
     def resume(
         self,
@@ -108,14 +114,15 @@ class RLM:
 
         resumed = plan(str(notebook), from_cell, list(context) if context else None, encoding, drop_old)
         loaded = resumed.context
-        return self._run_headless(
-            output, sink, query=resumed.query, context=loaded.value if loaded else None,
-            sources=loaded.sources if loaded else None, run_id=resumed.run_id or None, lead_cells=resumed.cells,
+        start = RunStart.resumed(
+            run_id=resumed.run_id or None, sources=loaded.sources if loaded else None, cells_before=resumed.cells,
+            rerun=resumed.prelude, cells_after=resumed.trailing,
             replay=ReplayBook.from_cells(resumed.cells, enabled=replay),
             history=history_for(resumed, self.options.max_output_chars, self.options), first_step=next_step(resumed),
-            prelude=resumed.prelude, approver=approver, trailing_cells=resumed.trailing,
             earlier_runs=resumed.earlier_runs, follow_up=resumed.follow_up,
         )
+        return self._run_headless(output, sink, start, query=resumed.query, context=loaded.value if loaded else None,
+                                  approver=approver)
 
     def _follow_up(self, earlier: Any, context: Any, query: str, *, output: Any, sources: Sequence[str] | None,
                    sink: Sink | None, approver: Approver | None) -> RunResult:
@@ -148,23 +155,24 @@ class RLM:
             return [{"role": "system", "content": prompts.SYSTEM_PROMPT},
                     {"role": "user", "content": prompts.first_message(loaded, query, listed)}]
 
-        return self._run_headless(
-            output, sink, query=query, context=context, sources=listed, run_id=run_id,
-            lead_cells=[*planned.cells, query_cell], replay=ReplayBook.from_cells(planned.cells), history=history,
-            prelude=planned.prelude, approver=approver, earlier_runs=planned.records, follow_up=follow_up,
+        start = RunStart.follow_up_on(
+            run_id=run_id, sources=listed, cells_before=[*planned.cells, query_cell], rerun=planned.prelude,
+            replay=ReplayBook.from_cells(planned.cells), history=history, earlier_runs=planned.records,
+            follow_up=follow_up,
         )
+        return self._run_headless(output, sink, start, query=query, context=context, approver=approver)
 
-    def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, *, query: str,
-                      context: Any, **start: Any) -> RunResult:
+    def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, start: RunStart, *,
+                      query: str, context: Any, approver: Approver | None) -> RunResult:
         executor = self._executor(output)
         if self.options.sandbox:
-            executor.bind_context_files(start.get("sources"))  # type: ignore[attr-defined]
+            executor.bind_context_files(list(start.sources) if start.sources else None)  # type: ignore[attr-defined]
         frontends = Frontends(notebook=output, journal=None if output is None else journal_path(output),
                               sinks=[sink] if sink is not None else [])
         try:
-            run = build_run(self.options, query=query, context=context, executor=executor,
+            run = build_run(self.options, start, query=query, context=context, executor=executor,
                             code_thread=CallerThread(), frontends=frontends, client=self.client, check=self.check,
-                            **start)
+                            approver=approver)
             result = run.run_here()
             result.notebook = trajectory_notebook(run, result)
         finally:
@@ -195,6 +203,18 @@ def _signature() -> inspect.Signature:
 
 
 RLM.__init__.__signature__ = _signature()  # type: ignore[attr-defined]
+
+
+def _loaded(context: Any, sources: Sequence[str] | None) -> tuple[Any, Sequence[str] | None]:
+    """``context`` loaded when it names files (paths, never a plain str: that
+    is the text itself), and the sources it came from."""
+    from .context.files import load_context, sources_of
+
+    named = [context] if isinstance(context, os.PathLike) else context
+    if isinstance(named, (list, tuple)) and named and all(isinstance(p, os.PathLike) for p in named):
+        loaded = load_context([os.fspath(p) for p in named])
+        return loaded.value, sources or loaded.sources
+    return context, sources or sources_of(context)
 
 
 def context_cell(sources: Sequence[str] | None) -> NotebookNode:

@@ -15,8 +15,9 @@ from typing import IO, Any
 
 from .engine.execution.threads import CodeThread
 from .engine.model.model_client import ModelClient
+from .engine.model.tree import RunTree
 from .engine.runs.run import Run
-from .engine.runs.tree import RunTree
+from .engine.runs.start import RunStart
 from .engine.trajectory.sink import MultiSink, Sink
 from .errors import RLMError
 
@@ -100,7 +101,7 @@ def check_models(options: Any, client: ModelClient | None = None) -> None:
     """Refuse, in one sentence, a model that cannot be used (name, key,
     server; with a Router, a name its config does not serve)."""
     from .engine.model.providers import check_endpoint
-    from .engine.runs.tree import endpoints
+    from .engine.model.tree import endpoints
 
     root, sub = endpoints(options)
     if options.router:
@@ -119,6 +120,7 @@ def check_models(options: Any, client: ModelClient | None = None) -> None:
 
 def build_run(
     options: Any,
+    start: RunStart,
     *,
     query: str,
     context: Any,
@@ -127,26 +129,22 @@ def build_run(
     frontends: Frontends,
     client: ModelClient | None = None,
     check: bool = True,
-    owns_namespace: bool = True,
-    **start: Any,
+    approver: Any = None,
 ) -> Run:
-    """A run ready to start, with its sinks. ``start`` goes to :class:`Run`
-    (sources, lead cells, an approver, a continued run's history, a resumed
-    run's prelude...). File sinks are made first: they refuse a path that
-    cannot be written before anything else is set up or any model called."""
-    if owns_namespace and (not isinstance(query, str) or not query.strip()):
+    """A run ready to start, with its sinks; ``start`` says how it begins
+    (``RunStart.fresh(...)``, ``.resumed(...)``...). File sinks are made
+    first: they refuse a path that cannot be written before anything else is
+    set up or any model called."""
+    if start.owns_namespace and (not isinstance(query, str) or not query.strip()):
         raise RLMError("The query is empty; say what you want to know about the context.")
     file_sinks = _file_sinks(frontends)
-    if owns_namespace:
-        start["tools"] = _tools(options, executor, later=bool(start.get("prelude")))
+    tools = _tools(options, executor, later=bool(start.rerun)) if start.owns_namespace else None
     client = client or model_client(options)
     if check:
         check_models(options, client)
-    tree = RunTree(client, options)
-    run = Run(tree, query=query, context=context, executor=executor, code_thread=code_thread,
-              owns_namespace=owns_namespace, **start)
-    run.sink = MultiSink(*_sinks(frontends, code_thread), *file_sinks)
-    return run
+    tree = RunTree(client, options, tools)
+    return Run(tree, start, query=query, context=context, executor=executor, code_thread=code_thread,
+               sink=MultiSink(*_sinks(frontends, code_thread), *file_sinks), approver=approver)
 
 
 def _tools(options: Any, executor: Any, later: bool) -> Any:

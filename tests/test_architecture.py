@@ -8,6 +8,7 @@ stay small."""
 from __future__ import annotations
 
 import ast
+import re
 import json
 import subprocess
 import sys
@@ -256,3 +257,23 @@ def test_modules_stay_small() -> None:
         lines = len(path.read_text(encoding="utf-8").splitlines())
         if lines > 420 and name not in LONG_BUT_ONE_IDEA:
             pytest.fail(f"{name} has {lines} lines; split it, or say in LONG_BUT_ONE_IDEA why it is one idea")
+
+
+def test_the_map_names_every_engine_module_in_its_subpackage_section() -> None:
+    """docs/architecture.md has a section per engine subpackage naming each
+    of its modules, so the map cannot silently fall behind the code."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^## engine/(\w+)[^\n]*\n(.*?)(?=^## )", text, flags=re.S | re.M))
+    for layer in ENGINE_LAYERS:
+        assert layer in sections, f"docs/architecture.md has no section '## engine/{layer}'"
+        for path in sorted((PACKAGE / "engine" / layer).glob("*.py")):
+            if path.name != "__init__.py":
+                assert f"`{path.name}`" in sections[layer], f"the map's engine/{layer} section misses {path.name}"
+
+
+def test_map_table_cells_stay_short() -> None:
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            for cell in line.strip("|").split("|"):
+                assert len(cell.strip()) <= 220, f"a map cell of {len(cell.strip())} characters: {cell[:60]}..."

@@ -60,6 +60,7 @@ class CellRun:
         from ..builder import Frontends, LivePage, build_run
         from ..engine.execution.executors import ShellExecutor
         from ..engine.execution.threads import CallerThread
+        from ..engine.runs.start import RunStart
         from ..sinks.journal import journal_path
 
         args = run_parser().parse_args(shlex.split(line))
@@ -107,19 +108,17 @@ class CellRun:
             live=LivePage(channel, anchor, (parent.get("header") or {}).get("msg_id"), page_cells=page_cells,
                           execution_count=_own_number(kernel)) if live else None,
         )
-        start: dict[str, Any] = {}
-        if continued is not None:
-            start = {"history": continued.messages, "first_step": continued.next_step,
-                     "follow_up": continued.follow_up}  # a continued follow-up is one still
-        elif earlier is not None:
-            start["follow_up"] = earlier.follow_up(new=args.new)
+        if continued is not None:  # a continued follow-up is one still
+            start = RunStart.continued(run_id=run_id, history=continued.messages, first_step=continued.next_step,
+                                       follow_up=continued.follow_up, sources=sources)
+        else:
+            start = RunStart.fresh(run_id=run_id, sources=sources, cells_before=[context_cell(sources)],
+                                   follow_up=earlier.follow_up(new=args.new) if earlier is not None else None)
         self.earlier, self.new = earlier, args.new
         self.run = build_run(
-            run_options, query=body.strip(), context=namespace["context"], executor=executor,
-            code_thread=CallerThread(), frontends=frontends, run_id=run_id, sources=sources,
-            client=None if clients is None else clients.get(run_options),
-            lead_cells=[] if continued is not None else [context_cell(sources)],
-            approver=self._approver(approve or args.approve, live), **start,
+            run_options, start, query=body.strip(), context=namespace["context"], executor=executor,
+            code_thread=CallerThread(), frontends=frontends, client=None if clients is None else clients.get(run_options),
+            approver=self._approver(approve or args.approve, live),
         )
         executor.run_id = run_id
         if session is not None:

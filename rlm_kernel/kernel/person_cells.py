@@ -30,7 +30,7 @@ class _CellScope:
 
     def start(self, run: Run) -> Run:
         self.run = run
-        self.records = run.open_cell(self.cell_id, source=self.source)
+        self.records = run.scope.open(self.cell_id, source=self.source)
         return run
 
 
@@ -82,22 +82,22 @@ class PersonCells:
         from ..builder import Frontends, build_run
         from ..engine.execution.executors import ShellExecutor
         from ..engine.execution.threads import CallerThread
+        from ..engine.runs.start import RunStart
 
         rlm = self.session.rlm()
         thread = CallerThread()
         thread.bind()  # the kernel runs the cell; the helpers only wait in it
         return build_run(
-            rlm.options, query="", context=self.shell.user_ns.get("context"),
+            rlm.options, RunStart.person_cell(self.session.book), query="", context=self.shell.user_ns.get("context"),
             executor=ShellExecutor(self.shell, passthrough=True), code_thread=thread,
             frontends=Frontends(widgets=True, session=self.session), client=rlm.client, check=False,
-            owns_namespace=False, replay=self.session.book,
         )
 
     def _post_run_cell(self, result: Any) -> None:
         scope, self._scope = self._scope, None
         if scope is None or scope.run is None:
             return
-        scope.run.close_cell()
+        scope.run.scope.close()
         scope.run.code_thread.unbind()
         if not scope.records:
             return

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.execution.engine_loop import submit
 from ..engine.model.model_client import ModelEndpoint
-from ..engine.runs.tree import endpoints
+from ..engine.model.tree import endpoints
 from ..engine.trajectory.records import message_content
 from ..engine.trajectory.replay import ReplayBook, record_metadata
 from .person_cells import PersonCells

@@ -10,10 +10,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..engine.execution.namespace import HELPER_NAMES, Entries, Final
+from ..engine.execution.namespace import HELPER_NAMES, Entries, Final, Installs
 
 if TYPE_CHECKING:
-    from ..engine.runs.run import Run
     from .executor import SandboxExecutor
 
 SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
@@ -35,8 +34,8 @@ class SandboxEntries(Entries):
     side asks it over the wire. ``values()`` stays here: the helpers the
     inside's stand-ins call out to."""
 
-    def __init__(self, run: Run, executor: SandboxExecutor) -> None:
-        super().__init__(run)
+    def __init__(self, installs: Installs, executor: SandboxExecutor) -> None:
+        super().__init__(executor, installs)
         self.executor = executor
         self.booted = False
         self.check: list[Any] | None = None  # the answer dict's state after the last cell
@@ -46,14 +45,14 @@ class SandboxEntries(Entries):
             return
         values = self.values()
         setup: dict[str, Any] = {
-            "helpers": [n for n in SUBCALLS if n in values], "tools": list(self.run.tools.entries()),
-            "history": self.run.history is not None, "prelude": bool(self.run.prelude),
+            "helpers": [n for n in SUBCALLS if n in values], "tools": list(self.installs.tools()),
+            "history": self.installs.continued, "prelude": self.installs.rerun,
             "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
         }
         if self.executor.context_inside:
             setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
         elif "context" in values:
-            setup["context_file"] = self.executor.hand_over("context", values["context"], self.run.sources)
+            setup["context_file"] = self.executor.hand_over("context", values["context"], self.installs.sources)
         self.booted = True
         self.executor.silent(f"__rlm_sandbox__.setup({json.dumps(setup)!r})")
 

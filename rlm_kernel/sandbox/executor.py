@@ -16,11 +16,11 @@ import pickle
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..engine.execution.capture import CellCapture, capturing
 from ..engine.execution.executors import CellResult, Executor
-from ..engine.execution.namespace import Entries
+from ..engine.execution.namespace import Entries, Installs
 from ..engine.subcalls.background import Job
 from ..errors import RLMError
 from . import launcher
@@ -28,9 +28,6 @@ from .calls import JOB, Jobs, native
 from .context_files import Inbox, fingerprint
 from .entries import AFTER, SUBCALLS, SandboxEntries, SandboxNamespace
 from .inside import EOF, MARK
-
-if TYPE_CHECKING:
-    from ..engine.runs.run import Run
 
 DEATH_CHECK_S = 0.5  # how often a request with nothing to read asks whether the confined kernel still lives
 
@@ -72,8 +69,8 @@ class SandboxExecutor(Executor):
                                     cpu_seconds=self.spec.cpu_seconds)
         return SandboxExecutor(spec, max_stored_chars=self.max_stored_chars)  # a kernel of its own, never shown live
 
-    def make_entries(self, run: Run) -> Entries:
-        self.entries = SandboxEntries(run, self)
+    def make_entries(self, installs: Installs) -> Entries:
+        self.entries = SandboxEntries(installs, self)
         return self.entries
 
     def close(self) -> None:
@@ -297,7 +294,7 @@ class SandboxExecutor(Executor):
         """The function a call out of the sandbox named ``name`` runs: the run's
         sub-call helpers and tools, nothing else."""
         values = self.entries.values() if self.entries is not None else {}
-        if name not in values or not (name in SUBCALLS or name in self.entries.run.tools.entries()):
+        if name not in values or not (name in SUBCALLS or name in self.entries.installs.tools()):
             raise RLMError(f"{name} cannot be called from the sandbox.")
         return values[name]
 

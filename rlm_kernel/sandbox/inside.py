@@ -87,7 +87,7 @@ class Bootstrap:
     def __init__(self, shell: Any) -> None:
         self.shell = shell
         self.cpu_seconds = 0.0
-        self.run: Any = None
+        self.context: Any = None  # the run's, once set up
         self.entries: Any = None
         self.loaded: dict[str, Any] = {}  # what `set` put in the namespace
         self.read_values: dict[str, Any] = {}  # loaded from files by `read`, for `set` or the setup to take
@@ -98,7 +98,7 @@ class Bootstrap:
         signal.signal(signal.SIGXCPU, self._cpu_exceeded)
 
     def setup(self, setup_json: str) -> None:
-        from rlm_kernel.engine.execution.namespace import Entries
+        from rlm_kernel.engine.execution.namespace import Entries, Installs
 
         setup = json.loads(setup_json)
         self.cpu_seconds = float(setup.get("cpu_seconds") or 0)
@@ -109,11 +109,10 @@ class Bootstrap:
             context, self.context_from = self.read_values.pop("context"), "files"
         helpers = SimpleNamespace(**{n: _stub(n) for n in setup["helpers"]})
         tools = {n: _stub(n) for n in setup.get("tools", [])}
-        self.run = SimpleNamespace(
-            helpers=helpers, context=context, prelude=setup.get("prelude"), history=setup.get("history"),
-            tools=SimpleNamespace(entries=lambda: tools),
-            executor=SimpleNamespace(namespace=self.shell.user_ns, shell=self.shell))
-        self.entries = Entries(self.run)
+        self.context = context
+        installs = Installs(helpers, context=lambda: self.context, tools=lambda: tools,
+                            continued=bool(setup.get("history")), rerun=bool(setup.get("prelude")))
+        self.entries = Entries(SimpleNamespace(namespace=self.shell.user_ns, shell=self.shell), installs)
         self.pending = False
 
     def call(self, method: str, *args: Any) -> Reply:
@@ -149,8 +148,8 @@ class Bootstrap:
             found, note = entries.resolve(*args)
             return Reply([_final(found), note])
         if method == "forget":  # the context may be the one the re-run cells made
-            if "context" in self.shell.user_ns and self.run.context is None:
-                self.run.context = self.shell.user_ns["context"]
+            if "context" in self.shell.user_ns and self.context is None:
+                self.context = self.shell.user_ns["context"]
             entries.forget()
             return Reply(None)
         if method == "after":

@@ -18,7 +18,7 @@ import traceback
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
@@ -27,10 +27,7 @@ from traitlets import Type
 
 from . import tracebacks
 from .capture import CellCapture, capturing, current
-from .namespace import Entries
-
-if TYPE_CHECKING:
-    from ..runs.run import Run
+from .namespace import Entries, Installs
 
 
 @dataclass
@@ -53,10 +50,10 @@ class Executor:
     def close(self) -> None:
         """Let go of the namespace (a finished headless run must not keep its context alive)."""
 
-    def make_entries(self, run: Run) -> Entries:
-        """What the run installs in this executor's namespace (a namespace in
+    def make_entries(self, installs: Installs) -> Entries:
+        """What a run installs in this executor's namespace (a namespace in
         another process keeps them there)."""
-        return Entries(run)
+        return Entries(self, installs)
 
     def child_executor(self) -> Executor:
         """Where a child run's (rlm_query's) code runs."""

@@ -10,12 +10,11 @@ read as the dict after that, and the model is told once."""
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ...errors import AnswerError
-
-if TYPE_CHECKING:
-    from ..runs.run import Run
 
 HELPER_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "SHOW_VARS", "FINAL", "FINAL_VAR")
 _MISSING = object()
@@ -27,12 +26,26 @@ def is_answer_dict(value: Any) -> bool:
     return isinstance(value, dict) and bool(value) and set(value) <= {"content", "ready"}
 
 
+@dataclass
+class Installs:
+    """What a run installs in its namespace, as its :class:`Entries` read it."""
+
+    helpers: Any  # llm_query, llm_query_batched, rlm_query, rlm_query_batched as attributes
+    context: Callable[[], Any]  # the run's context now; None: a resumed run's re-run cells define it
+    tools: Callable[[], dict[str, Any]] = dict  # a person's tools, by name (found late on a resume)
+    continued: bool = False  # the run goes on from a history: the model's own `answer` stays its own
+    rerun: bool = False  # the run re-runs recorded cells first
+    sources: list[str] | None = field(default=None)  # the files the context was loaded from
+
+
 class Entries:
     """The names a run installs, built once: bound methods are new objects on
-    every access, and the restore check compares identities."""
+    every access, and the restore check compares identities. ``where`` is the
+    executor (its ``namespace``, and its ``shell`` when it has one)."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    def __init__(self, where: Any, installs: Installs) -> None:
+        self.where = where
+        self.installs = installs
         self.answer: dict[str, Any] = {"content": "", "ready": False}
         self.given: Final | None = None  # (variable, value) once FINAL / FINAL_VAR ran
         self.answer_off = False  # the code made `answer` its own variable
@@ -41,9 +54,11 @@ class Entries:
 
     def values(self) -> dict[str, Any]:
         if self._values is None:
-            helpers = self.run.helpers
+            installs = self.installs
+            helpers = installs.helpers
+            context = installs.context()
             values = {
-                "context": self.run.context,
+                "context": context,
                 "llm_query": helpers.llm_query,
                 "llm_query_batched": helpers.llm_query_batched,
                 "rlm_query": helpers.rlm_query,
@@ -52,9 +67,9 @@ class Entries:
                 "FINAL": self.final,
                 "FINAL_VAR": self.final_var,
                 "answer": self.answer,
-                **self.run.tools.entries(),
+                **installs.tools(),
             }
-            if self.run.context is None and self.run.prelude:
+            if context is None and installs.rerun:
                 del values["context"]  # a resumed run's own cells define it
             self._values = values
         return self._values
@@ -67,10 +82,10 @@ class Entries:
         """Put back any helper or ``context`` the code rebound or deleted;
         return their names (none on the first call, which installs them and
         the answer dict). ``answer`` is never put back."""
-        namespace = self.run.executor.namespace
+        namespace = self.where.namespace
         first, self._installed = not self._installed, True
         current = namespace.get("answer", _MISSING)
-        if first and self.run.history is not None and current is not _MISSING and not is_answer_dict(current):
+        if first and self.installs.continued and current is not _MISSING and not is_answer_dict(current):
             self.answer_off = True  # a continued run: the model's own `answer` stays
         restored = []
         for name, value in self.values().items():
@@ -84,7 +99,7 @@ class Entries:
     def check_answer(self) -> tuple[Final | None, str | None]:
         """After a cell: the answer the ``answer`` dict gives (ready), and a
         note for the model the first time its code turned the dict off."""
-        current = self.run.executor.namespace.get("answer", _MISSING)
+        current = self.where.namespace.get("answer", _MISSING)
         if current is self.answer or is_answer_dict(current):
             self.answer, self.answer_off = current, False
             return ((None, current.get("content")) if current.get("ready") else None), None
@@ -97,7 +112,7 @@ class Entries:
 
     def resolve(self, kind: str, value: str, quoted: bool = False, call: str = "") -> tuple[Final | None, str | None]:
         """The answer a FINAL / FINAL_VAR call in prose gives, or why it gives none."""
-        namespace = self.run.executor.namespace
+        namespace = self.where.namespace
         call = call or f"{'FINAL_VAR' if kind == 'var' else 'FINAL'}({value})"
         if kind == "text":
             if not quoted and value in (*self._variables(), "context", "answer") and value in namespace:
@@ -129,10 +144,10 @@ class Entries:
     def _variables(self) -> list[str]:
         """The names of the variables the code (or a person) made."""
         skip = set(self.values()) - ({"answer"} if self.answer_off else set())
-        shell = getattr(self.run.executor, "shell", None)
+        shell = getattr(self.where, "shell", None)
         hidden = getattr(shell, "user_ns_hidden", None) or {}  # IPython's own: In, Out, exit, open...
         found = []
-        for name, value in list(self.run.executor.namespace.items()):
+        for name, value in list(self.where.namespace.items()):
             if name.startswith("_") or name in skip or type(value).__name__ == "module":
                 continue
             if hidden.get(name, _MISSING) is value or getattr(builtins, name, _MISSING) is value:
@@ -142,7 +157,7 @@ class Entries:
 
     def show_vars(self) -> None:
         """``SHOW_VARS()``: the variables the code made, with type and size."""
-        namespace = self.run.executor.namespace
+        namespace = self.where.namespace
         rows = []
         for name in self._variables():
             value = namespace[name]
@@ -163,7 +178,7 @@ class Entries:
         __tracebackhide__ = True
         if isinstance(name, str) and name.strip().isidentifier():
             name = name.strip()
-            namespace = self.run.executor.namespace
+            namespace = self.where.namespace
             if name not in namespace:
                 raise AnswerError(f"FINAL_VAR({name!r}) gave no answer: there is no variable named {name!r}"
                                   f"{self._yours()}. FINAL_VAR takes a variable's name in quotes, "
@@ -177,4 +192,4 @@ class Entries:
             self.given = (None, name)
 
 
-__all__ = ["Entries", "Final", "HELPER_NAMES", "is_answer_dict"]
+__all__ = ["Entries", "Final", "HELPER_NAMES", "Installs", "is_answer_dict"]

@@ -8,37 +8,42 @@ continued run's history gets the notes it lacks."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import RLMError
 from ..execution.namespace import is_answer_dict
 from ..protocol import prompts
-from ..steps import vision
+from ..steps.approval import OnCodeThread
 from ..steps.step import Stop
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ..execution.namespace import Entries
+    from ..execution.tools import Toolbox
+    from .start import RunStart
 
 
-async def brief(run: Run, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def brief(start: RunStart, messages: list[dict[str, Any]], *, tools: Toolbox, entries: Entries,
+                namespace: Mapping[str, Any], vision_note: str, on_code_thread: OnCodeThread) -> list[dict[str, Any]]:
     """``messages`` with the notes in their first user message; a tool that
     cannot be found stops the run (before its first root call). A child run
-    (``rlm_query``) is told of the tools alone."""
-    if run.depth > 0:
-        return prompts.with_notes(messages, [run.tools.describe()])
+    (``rlm_query``) is told of the tools alone. ``vision_note``: what a root
+    model that takes images is told of them (``vision.briefing``)."""
+    if start.depth > 0:
+        return prompts.with_notes(messages, [tools.describe()])
+    follow_up = start.follow_up
 
     def notes() -> list[str]:  # on the code thread: it reads the namespace
-        namespace = run.executor.namespace
         current = namespace.get("answer")
-        if run.follow_up is not None and run.prelude and is_answer_dict(current) and current.get("ready"):
+        if follow_up is not None and start.rerun and is_answer_dict(current) and current.get("ready"):
             current.update(content="", ready=False)  # an earlier run's answer, given again by its re-run code
-        if run.tools.bind_waiting(namespace):
-            run.entries.forget()  # the tools it found are installed at the next restore
-        earlier = run.follow_up.describe(namespace, skip=run.entries.values()) if run.follow_up else ""
-        return [earlier, run.tools.describe(), vision.briefing(run.tree.options, run.endpoint.model)]
+        if tools.bind_waiting(namespace):
+            entries.forget()  # the tools it found are installed at the next restore
+        earlier = follow_up.describe(namespace, skip=entries.values()) if follow_up else ""
+        return [earlier, tools.describe(), vision_note]
 
     try:
-        return prompts.with_notes(messages, await run.code_thread.run(notes))
+        return prompts.with_notes(messages, await on_code_thread(notes))
     except RLMError as error:
         raise Stop("error", str(error)) from None
 

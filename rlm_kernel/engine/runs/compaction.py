@@ -34,7 +34,7 @@ import dataclasses
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import nbformat
 from nbformat import NotebookNode
@@ -48,7 +48,8 @@ from ..steps.vision import shed_old_images
 from ..trajectory.writing import new_cell_id
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ..model.tree import RunTree
+    from ..trajectory.reporter import Reporter
 
 COMPACT_AT = 0.85  # of the model's input window, when --max-history-tokens is not given
 KEEP_STEPS = 2  # the latest steps kept verbatim (one when two are too long)
@@ -167,21 +168,37 @@ def cell_summary(source: str) -> str:
 # -- the run's side ----------------------------------------------------------------------
 
 
-class Compactor:
-    """Keeps one run's history inside its root model's window."""
+class CompactionHost(Protocol):
+    """What compaction uses of its run (``runs.run.Run`` is one)."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    run_id: str
+    iteration: int  # the step the run is at
+    report: Reporter
+
+    def add_cell(self, cell: NotebookNode) -> None: ...
+
+    def add_tokens(self, prompt: int, completion: int) -> None: ...
+
+    def check_stop(self) -> None:
+        """Raise ``Stop`` when the run was asked to stop or a budget is used up."""
+
+
+class Compactor:
+    """Keeps one run's history inside its root model's window: ``endpoint``,
+    the root model's; ``tree``, the calls' budget, client and options."""
+
+    def __init__(self, endpoint: ModelEndpoint, tree: RunTree, host: CompactionHost) -> None:
+        self.endpoint, self.tree, self.run = endpoint, tree, host
         self.count = 0  # compactions in this run
         self._limit: Limit | None = None
 
     @property
     def model(self) -> str:
-        return self.run.endpoint.model
+        return self.endpoint.model
 
     def limit(self) -> Limit:
         if self._limit is None:
-            given = self.run.tree.options.max_history_tokens
+            given = self.tree.options.max_history_tokens
             window = input_window(self.model)
             if given:
                 self._limit = Limit(int(given), window, "option")
@@ -189,9 +206,9 @@ class Compactor:
                 self._limit = Limit(int(window * COMPACT_AT), window, "litellm")
             else:
                 self._limit = Limit(None, None, "unknown")
-                self.run.sink.note(self.run, (
+                self.run.report.note(
                     f"litellm does not know the input window of {self.model}: its history is compacted only "
-                    "if the provider says it is too long. Give --max-history-tokens to compact before that."))
+                    "if the provider says it is too long. Give --max-history-tokens to compact before that.")
         return self._limit
 
     async def call(self, messages: list[dict[str, Any]],
@@ -207,8 +224,7 @@ class Compactor:
                 try:
                     await self.compact(messages, "limit", before)
                 except CompactionFailed as failed:
-                    self.run.sink.note(self.run, f"The history could not be compacted ({failed}); "
-                                                 "it was sent whole.")
+                    self.run.report.note(f"The history could not be compacted ({failed}); it was sent whole.")
         try:
             completion = await root_call(with_breakpoints(self.model, messages))
         except ContextWindowFull as full:
@@ -226,9 +242,6 @@ class Compactor:
                                     "compacted into a summary: the latest step alone is too long for "
                                     f"{self.model} (lower --max-output-chars, or use a model with a larger "
                                     "window).") from None
-        if self.run.root_usage is not None and (completion.cache_read_tokens or completion.cache_write_tokens):
-            self.run.root_usage.update(cache_read_tokens=completion.cache_read_tokens,
-                                       cache_write_tokens=completion.cache_write_tokens)
         return completion
 
     async def compact(self, messages: list[dict[str, Any]], trigger: str, before: int) -> str | None:
@@ -249,7 +262,7 @@ class Compactor:
         last = cut.numbers[-keep - 1]
         first = cut.earlier[0] if cut.earlier else cut.numbers[0]
         run.check_stop()
-        endpoint = run.endpoint if run.tree.options.compact_with == "root" else run.tree.sub_endpoint
+        endpoint = self.endpoint if self.tree.options.compact_with == "root" else self.tree.sub_endpoint
         endpoint = dataclasses.replace(endpoint, json_steps=False)  # a summary is prose, not a JSON step
         completion = await self._summarise(endpoint, cut, len(cut.steps) - keep, first, last, limit)
         summary = completion.text.strip()
@@ -263,21 +276,20 @@ class Compactor:
         facts = {"steps": [first, last], "tokens_before": before, "tokens_after": after, "by": endpoint.model,
                  "trigger": trigger, "limit": self.limit().tokens, "usage": usage}
         run.add_cell(compaction_cell(run.run_id, next_step, summary, facts))
-        run.report_status(force=True)
+        run.report.status(force=True)
         return steps_range(first, last)
 
     async def _summarise(self, endpoint: ModelEndpoint, cut: Split, upto: int, first: int, last: int,
                          limit: int) -> Completion:
-        tree = self.run.tree
+        tree = self.tree
         own = input_window(endpoint.model)
         room = int(min(limit, int(own * COMPACT_AT) if own else limit) * TRANSCRIPT_SHARE)
         prompt = summary_prompt(cut, upto, first, last, max_chars=max(4000, room * 3))
         try:
             async with tree.slots():
-                completion = await tree.client.complete(endpoint, prompt, deadline=tree.budget.deadline)
+                completion = await tree.charged_call(endpoint, prompt)
         except ModelCallError as failure:
             raise CompactionFailed(f"the summary call failed: {failure}") from None
-        tree.budget.charge(completion)
         self.run.add_tokens(completion.prompt_tokens, completion.completion_tokens)
         if not completion.text.strip():
             raise CompactionFailed(f"{endpoint.model} wrote an empty summary")

@@ -2,10 +2,13 @@
 
 One implementation behind ``%%rlm``, the command line, the Python API and
 the benchmarks. It knows nothing about Jupyter: code runs through an
-:class:`~.execution.Executor` on a :class:`~.threads.CodeThread`, the root
-model through the tree's :class:`~.model_client.ModelClient`, and what
-happens is reported to a :class:`~.sink.Sink`. A step itself (a reply's
-cells, their code, the feedback) is in ``step.py``.
+:class:`~..execution.executors.Executor` on a :class:`~..execution.threads.CodeThread`,
+the root model through the tree's model client, and what happens is reported
+to a :class:`~..trajectory.sink.Sink`. How it begins is a
+:class:`~.start.RunStart`; a step itself (a reply's cells, their code, the
+feedback) is in ``steps/step.py``. The parts a run hands work to see it
+through narrow views: ``StepHost``, ``SubcallHost``, ``CompactionHost``,
+``RunView`` (for sinks), ``Installs`` (for the namespace's entries).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import concurrent.futures
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from nbformat import NotebookNode
@@ -22,102 +25,79 @@ from nbformat import NotebookNode
 from ..._words import plural
 from ..execution.engine_loop import submit
 from ..execution.executors import Executor
+from ..execution.namespace import Installs
 from ..execution.threads import CallerThread, CodeThread, WorkerThread
-from ..execution.tools import Toolbox
-from ..model.model_client import Completion, ModelCallError, ModelEndpoint
+from ..model.model_client import Completion, ModelCallError
+from ..model.tree import RunTree
 from ..protocol import prompts
 from ..protocol.reply import parse_reply
+from ..steps import vision
 from ..steps.approval import Approver
 from ..steps.reply_stream import ReplyStream, WholeReply, learn
 from ..steps.step import Stop, run_cell, take_step
+from ..subcalls.background import Jobs
 from ..subcalls.helpers import SubcallHelpers
+from ..subcalls.host import CellScope
 from ..trajectory import writing as trajectory
 from ..trajectory.records import SubcallRecord
-from ..trajectory.replay import ReplayBook, ReplayCursor
+from ..trajectory.reporter import Reporter
 from ..trajectory.result import RunResult
 from ..trajectory.sink import Sink
 from .briefing import brief
 from .compaction import Compactor, ContextWindowFull
-from .follow_up import FollowUp
 from .options import query_cell_source
-from .tree import RunTree
-
-History = list[dict[str, Any]] | Callable[[Any], list[dict[str, Any]]]
+from .start import RunStart
 
 
 class Run:
-    def __init__(
-        self,
-        tree: RunTree,
-        *,
-        query: str,
-        context: Any,
-        executor: Executor,
-        code_thread: CodeThread,
-        sink: Sink | None = None,
-        sources: list[str] | None = None,
-        depth: int = 0,
-        endpoint: ModelEndpoint | None = None,
-        run_id: str | None = None,
-        lead_cells: list[NotebookNode] | None = None,
-        replay: ReplayBook | None = None,
-        history: History | None = None,
-        first_step: int = 1,
-        approver: Approver | None = None,
-        prelude: list[NotebookNode] | None = None,
-        trailing_cells: list[NotebookNode] | None = None,
-        earlier_runs: list[dict[str, Any]] | None = None,
-        owns_namespace: bool = True,
-        tools: Toolbox | None = None,
-        follow_up: FollowUp | None = None,
-    ) -> None:
-        """``history`` (messages, or a function of the context giving them)
-        makes a continued run start from there at ``first_step``; ``prelude``
-        cells re-run first (their sub-calls replayed from ``replay``) to
-        rebuild a resumed run's namespace. With ``owns_namespace`` False (a
-        person's cell) the run installs nothing in the namespace."""
+    def __init__(self, tree: RunTree, start: RunStart, *, query: str, context: Any, executor: Executor,
+                 code_thread: CodeThread, sink: Sink | None = None, approver: Approver | None = None) -> None:
+        """``start`` says how the run begins (``start.py``); ``approver``
+        asks a person before each generated code cell runs."""
         self.tree = tree
+        self.start = start
         self.query = query
         self.context = context
-        self.sources = sources
         self.executor = executor
         self.code_thread = code_thread
-        self.sink = sink or Sink()
-        self.depth = depth
-        self.endpoint = endpoint or tree.root_endpoint
-        self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.cells: list[NotebookNode] = list(lead_cells or [])
-        self.replay = replay
-        self.replay_cursor: ReplayCursor | None = None  # the recorded sub-calls of the cell running now
-        self.current_cell_id: str | None = None
-        self.history = history
-        self.first_step = first_step
         self.approver = approver
-        self.prelude = prelude or []
-        self.trailing_cells = list(trailing_cells or [])  # kept after the run's own cells (an old continuation)
-        self.earlier_runs = list(earlier_runs or [])  # records of the runs a resumed notebook already had
-        self.owns_namespace = owns_namespace
-        self.tools = tools or Toolbox()  # a person's own functions the root model may call
-        self.follow_up = follow_up  # the earlier runs this one builds on
-        self.iteration = first_step - 1
+        self.depth = start.depth
+        self.endpoint = start.endpoint or tree.root_endpoint
+        self.run_id = start.run_id or uuid.uuid4().hex[:12]
+        self.sources = list(start.sources) if start.sources else None
+        self.owns_namespace = start.owns_namespace
+        self.follow_up = start.follow_up
+        self.cells: list[NotebookNode] = list(start.cells_before)
+        self.report = Reporter(self, sink)
+        self.scope = CellScope(start.replay)  # the cell running now: its sub-calls, its recorded ones
+        self.iteration = start.first_step - 1
         self.own_tokens = [0, 0]  # prompt, completion: this run's calls and its children's (not its siblings')
         self.subcalls_made = 0
         self.started = time.monotonic()
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.helpers = SubcallHelpers(self)
-        self.entries = executor.make_entries(self)
+        self.entries = executor.make_entries(Installs(
+            self.helpers, context=lambda: self.context, tools=tree.tools.entries, continued=start.continues,
+            rerun=bool(start.rerun), sources=self.sources))
         self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
-        self.compactor = Compactor(self)  # keeps the history inside the root model's window
+        self.compactor = Compactor(self.endpoint, tree, self)  # keeps the history inside the root model's window
         self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
-        self.cell_subcalls: list[SubcallRecord] | None = None
-        self._last_status = 0.0
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    # -- what the sub-call helpers use ------------------------------------------
-    def sub_endpoint(self, model: str | None) -> ModelEndpoint:
-        return self.tree.sub_endpoint_for(model)
+    @property
+    def sink(self) -> Sink:
+        return self.report.sink
 
+    @property
+    def jobs(self) -> Jobs:
+        return self.helpers.jobs
+
+    @property
+    def namespace(self) -> Mapping[str, Any]:
+        return self.executor.namespace
+
+    # -- what the sub-call helpers use ------------------------------------------
     def wait(self, future: concurrent.futures.Future[Any]) -> Any:
         """Block the code thread on an engine-loop future (a sub-call); an
         interrupt of the code (Ctrl-C, a timeout, the run stopping) cancels it."""
@@ -129,31 +109,15 @@ class Run:
             self.own_tokens[0] += prompt
             self.own_tokens[1] += completion
 
-    def open_cell(self, cell_id: str | None, source: str | None = None) -> list[SubcallRecord]:
-        """Start collecting the sub-calls of a cell (replaying its recorded ones)."""
-        records: list[SubcallRecord] = []
-        self.cell_subcalls = records
-        book = self.replay
-        if book is not None and cell_id is None and source is not None:
-            cell_id = book.cell_for_source(source)
-        self.replay_cursor = book.cursor(cell_id) if book is not None else None
-        self.current_cell_id = cell_id
-        return records
-
-    def close_cell(self) -> None:
-        self.cell_subcalls = None
-        self.replay_cursor = None
-        self.current_cell_id = None
-
     def record_subcall(self, record: SubcallRecord) -> None:
         self.subcalls_made += 1
-        if self.cell_subcalls is not None:
-            self.cell_subcalls.append(record)
-        self.sink.subcall(self, record)
+        if self.scope.records is not None:
+            self.scope.records.append(record)
+        self.report.subcall(record)
 
     def subcall_changed(self, record: SubcallRecord) -> None:
-        self.sink.subcall(self, record)
-        self.report_status()
+        self.report.subcall(record)
+        self.report.status()
 
     def spawn_child(self, *, prompt: str, context: Any, model: str, sink: Sink | None = None) -> Run:
         if context is None:
@@ -162,11 +126,13 @@ class Run:
             )
         else:
             query = prompt
-        return Run(
-            self.tree, query=query, context=context, executor=self.executor.child_executor(),
-            code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), depth=self.depth + 1,
-            endpoint=self.sub_endpoint(model), sink=sink, tools=self.tools,  # a child may call the person's tools too
-        )
+        return Run(self.tree, RunStart.child(self.depth + 1, self.tree.sub_endpoint_for(model)), query=query,
+                   context=context, executor=self.executor.child_executor(),
+                   code_thread=WorkerThread(f"rlm-child-{self.depth + 1}"), sink=sink)
+
+    def close(self) -> None:
+        """Let go of the namespace (a sandboxed child's confined kernel ends)."""
+        self.executor.close()
 
     def child_record(self, result: RunResult) -> dict[str, Any]:
         """How a child run is kept in its parent's sub-call record."""
@@ -204,29 +170,23 @@ class Run:
             "root": self.root_phase() if state == "running" else None,
         }
 
-    def report_status(self, force: bool = False) -> None:
-        """Tell the sink the figures, at most every 0.1 s unless ``force``."""
-        now = time.monotonic()
-        if force or now - self._last_status > 0.1:
-            self._last_status = now
-            self.sink.status(self, self.status())
-
     def add_cell(self, cell: NotebookNode) -> None:
         if self.follow_up is not None and "rlm" in cell.metadata:
             cell.metadata["rlm"]["follows"] = self.follow_up.follows
         after = self.cells[-1].id if self.cells else None
         self.cells.append(cell)
-        self.sink.cell_added(self, cell, after)
+        self.report.cell_added(cell, after)
 
     # -- the loop ----------------------------------------------------------------
     async def run(self) -> RunResult:
         options = self.tree.options
         reason, error, answer, answer_var = "max_iterations", None, None, None
         self._task, self._loop = asyncio.current_task(), asyncio.get_running_loop()
+        start = self.start
         self.sink.run_started(self)
-        if self.history is not None and not callable(self.history):
-            messages = [dict(m) for m in self.history]
-        elif self.history is not None:
+        if start.history is not None and not callable(start.history):
+            messages = [dict(m) for m in start.history]
+        elif start.history is not None:
             messages = []  # built from the notebook once the prelude has rebuilt `context`
         else:
             if self.depth == 0 or not self.cells:
@@ -237,16 +197,18 @@ class Run:
                 {"role": "user", "content": prompts.first_message(self.context, self.query, self.sources)},
             ]
         try:
-            if self.prelude:
-                await self._run_prelude()
-            if callable(self.history):
-                messages = [dict(m) for m in self.history(self.context)]
-            messages = await brief(self, messages)
+            if start.rerun:
+                await self._rerun()
+            if callable(start.history):
+                messages = [dict(m) for m in start.history(self.context)]
+            messages = await brief(start, messages, tools=self.tree.tools, entries=self.entries,
+                                   namespace=self.executor.namespace, on_code_thread=self.code_thread.run,
+                                   vision_note=vision.briefing(options, self.endpoint.model))
             await self.code_thread.run(self.entries.restore)
-            if self.first_step > options.max_iterations:
+            if start.first_step > options.max_iterations:
                 raise Stop("max_iterations", f"The run already used its {plural(options.max_iterations, 'step')}; "
                            "raise --max-iterations to continue it.")
-            for iteration in range(self.first_step, options.max_iterations + 1):
+            for iteration in range(start.first_step, options.max_iterations + 1):
                 self.check_stop()  # before counting the step: a budget hit here means it never started
                 self.iteration = iteration
                 self.root_usage = None
@@ -274,10 +236,10 @@ class Run:
                 self.code_thread.close()
         return self._end(reason, error, answer, answer_var)
 
-    async def _run_prelude(self) -> None:
+    async def _rerun(self) -> None:
         """Rebuild the namespace of a resumed run: re-run its recorded cells
         (sub-calls replayed), then take `context` from it if none was given."""
-        for cell in self.prelude:
+        for cell in self.start.rerun:
             self.check_stop()
             result = await run_cell(self, cell)
             if result.status == "interrupted":
@@ -299,7 +261,7 @@ class Run:
         """Start the step's root call: streamed (its reply read as it comes,
         the call going on while the step runs its code) or whole. The status
         ticks every second until the reply has ended."""
-        self.reply_source = source = ReplyStream(self, step, early=self.approver is None)
+        self.reply_source = source = ReplyStream(self.endpoint.model, step, self.report, early=self.approver is None)
         ticker = asyncio.ensure_future(self._tick())
         if not self.tree.options.no_stream and not self.endpoint.json_steps:
             call = asyncio.ensure_future(self.compactor.call(messages, lambda sent: self._root_call(sent, source)))
@@ -317,7 +279,7 @@ class Run:
 
     async def _tick(self) -> None:
         while True:
-            self.report_status(force=True)
+            self.report.status(force=True)
             await asyncio.sleep(1.0)
 
     def root_phase(self) -> dict[str, Any] | None:
@@ -332,8 +294,7 @@ class Run:
         tree = self.tree
         try:
             async with tree.slots():
-                completion = await tree.client.complete(self.endpoint, messages, deadline=tree.budget.deadline,
-                                                        listener=listener)
+                completion = await tree.charged_call(self.endpoint, messages, listener=listener)
         except ModelCallError as failure:
             problem = tree.budget.exhausted()
             if problem is not None:
@@ -341,7 +302,6 @@ class Run:
             if failure.context_window:
                 raise ContextWindowFull(self.endpoint.model) from None
             raise Stop("error", f"The root model call failed: {failure}.") from None
-        tree.budget.charge(completion)
         self.add_tokens(completion.prompt_tokens, completion.completion_tokens)
         self.root_usage = {
             "model": completion.model, "prompt_tokens": completion.prompt_tokens,
@@ -350,6 +310,9 @@ class Run:
         }
         if completion.deployment:
             self.root_usage["deployment"] = completion.deployment
+        if completion.cache_read_tokens or completion.cache_write_tokens:
+            self.root_usage.update(cache_read_tokens=completion.cache_read_tokens,
+                                   cache_write_tokens=completion.cache_write_tokens)
         return completion
 
     def _end(self, reason: str, error: str | None, answer: Any, answer_var: str | None) -> RunResult:
@@ -366,8 +329,7 @@ class Run:
             elapsed_s=time.monotonic() - self.started, answer_var=answer_var, error=error,
             replayed_subcalls=self.tree.replayed if self.depth == 0 else 0,
         )
-        self.sink.status(self, self.status("ended", reason))
-        self.sink.run_ended(self, result)
+        self.report.ended(self.status("ended", reason), result)
         return result
 
     def record(self, result: RunResult | None = None) -> dict[str, Any]:
@@ -384,14 +346,14 @@ class Run:
             "answer_var": result.answer_var if result else None,
             "limits": self.tree.options.limits(),
             "context": {"sources": self.sources, "description": prompts.describe_context(self.context)},
-            **({"tools": self.tools.names()} if self.tools.tools else {}),
+            **({"tools": self.tree.tools.names()} if self.tree.tools.tools else {}),
             **({"follows": self.follow_up.follows} if self.follow_up is not None else {}),
         }
 
     def notebook(self, result: RunResult | None = None) -> NotebookNode:
-        nb = trajectory.new_notebook(self.cells + self.trailing_cells, self.record(result))
-        if self.earlier_runs:
-            nb.metadata["rlm"]["runs"] = [*self.earlier_runs, *nb.metadata["rlm"]["runs"]]
+        nb = trajectory.new_notebook(self.cells + list(self.start.cells_after), self.record(result))
+        if self.start.earlier_runs:
+            nb.metadata["rlm"]["runs"] = [*self.start.earlier_runs, *nb.metadata["rlm"]["runs"]]
         return nb
 
     def interrupt(self) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..runs.run import Run
+OnCodeThread = Callable[[Callable[[], Any]], Awaitable[Any]]  # runs a function on the run's code thread
 
 ACTIONS = {"": "run", "r": "run", "run": "run", "y": "run", "yes": "run",
            "e": "edit", "edit": "edit", "s": "skip", "skip": "skip", "n": "skip", "no": "skip",
@@ -37,11 +37,15 @@ class Decision:
 
 
 class Approver:
-    async def decide(self, run: Run, cell: NotebookNode) -> Decision:
+    """Decides before each generated code cell runs. ``on_code_thread`` runs
+    a function on the run's code thread (where a kernel's stdin request
+    belongs to the cell that started the run) and awaits it."""
+
+    async def decide(self, cell: NotebookNode, on_code_thread: OnCodeThread) -> Decision:
         return Decision("run")
 
 
-Editor = Callable[["Run", "NotebookNode"], Awaitable["str | None"]]
+Editor = Callable[["NotebookNode", OnCodeThread], Awaitable["str | None"]]
 
 
 class PromptApprover(Approver):
@@ -54,11 +58,11 @@ class PromptApprover(Approver):
         self.show = show
         self.editor = editor or self.edit_as_line
 
-    async def decide(self, run: Run, cell: NotebookNode) -> Decision:
-        action = await run.code_thread.run(lambda: self._ask_action(cell))
+    async def decide(self, cell: NotebookNode, on_code_thread: OnCodeThread) -> Decision:
+        action = await on_code_thread(lambda: self._ask_action(cell))
         if action != "edit":
             return Decision(action)
-        source = await self.editor(run, cell)
+        source = await self.editor(cell, on_code_thread)
         return Decision("run", source)
 
     def _ask_action(self, cell: NotebookNode) -> str:
@@ -75,10 +79,10 @@ class PromptApprover(Approver):
             if self.show is not None:
                 self.show("Please answer r, e, s or t.")
 
-    async def edit_as_line(self, run: Run, cell: NotebookNode) -> str | None:
+    async def edit_as_line(self, cell: NotebookNode, on_code_thread: OnCodeThread) -> str | None:
         """Where only one line of input is available: the new code on one
         line, ``\\n`` for a line break (empty keeps the code)."""
-        text = await run.code_thread.run(
+        text = await on_code_thread(
             lambda: self.ask("New code on one line (\\n for a line break; Enter keeps it): "))
         text = text.replace("\\n", "\n")
         return text if text.strip() else None
@@ -127,8 +131,8 @@ def terminal_approver() -> PromptApprover:
     """For ``rlm-kernel run --approve`` on a terminal: the code and the
     question go to stderr, answers come from the terminal."""
 
-    async def editor(run: Run, cell: NotebookNode) -> str | None:
-        return await run.code_thread.run(lambda: edit_in_editor(cell.source))
+    async def editor(cell: NotebookNode, on_code_thread: OnCodeThread) -> str | None:
+        return await on_code_thread(lambda: edit_in_editor(cell.source))
 
     return PromptApprover(ask=ask_on_stderr, show=show_on_stderr, editor=editor)
 
@@ -137,8 +141,8 @@ def notebook_approver(fetch_source: Callable[[str], Awaitable[str | None]]) -> P
     """For a live notebook: the person edits the inserted cell, then answers."""
     approver = PromptApprover(show=None)
 
-    async def editor(run: Run, cell: NotebookNode) -> str | None:
-        await run.code_thread.run(lambda: approver.ask("Edit the cell in the notebook, then press Enter to run it: "))
+    async def editor(cell: NotebookNode, on_code_thread: OnCodeThread) -> str | None:
+        await on_code_thread(lambda: approver.ask("Edit the cell in the notebook, then press Enter to run it: "))
         return await fetch_source(cell.id)
 
     approver.editor = editor

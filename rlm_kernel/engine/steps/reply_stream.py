@@ -41,7 +41,7 @@ from ..trajectory.progress import DraftCell, ReplyProgress
 from ..trajectory.writing import new_cell_id, thought_source
 
 if TYPE_CHECKING:
-    from ..runs.run import Run
+    from ..trajectory.reporter import Reporter
 
 DRAFT_INTERVAL_S = 0.05  # the longest a written token waits before the sinks hear of it
 
@@ -111,10 +111,11 @@ class WholeReply:
 
 class ReplyStream(StreamListener):
     """A streaming reply: hears the deltas (engine loop), hands the step each
-    segment once settled, and tells the sinks about its drafts."""
+    segment once settled, and tells the sinks about its drafts (through
+    ``report``, the run's reporter). ``model``: the root model writing it."""
 
-    def __init__(self, run: Run, step: int, *, early: bool = True) -> None:
-        self.run, self.step, self.early = run, step, early
+    def __init__(self, model: str, step: int, report: Reporter, *, early: bool = True) -> None:
+        self.model, self.step, self.report, self.early = model, step, report, early
         self.notes: list[str] = []
         self.reply: ParsedReply | None = None
         self.completion: Completion | None = None
@@ -180,7 +181,7 @@ class ReplyStream(StreamListener):
         self.completion = completion
         reply = parse_reply(completion.text, completion.reasoning, completion.thinking_blocks)
         self.reply = reply
-        learn(self.run.endpoint.model, reply)
+        learn(self.model, reply)
         self._check(reply)
         if completion.broken_off:
             self.notes.append(f"Your reply broke off after {len(completion.text):,} characters ({completion.broken_off}); "
@@ -212,7 +213,7 @@ class ReplyStream(StreamListener):
             self._call.cancel()
         self._dropped += [cell_id for kind, cell_id in self._ids[self._made:] if kind]
         del self._ids[self._made:]
-        self.run.sink.reply_progress(self.run, self.progress("done"))
+        self.report.reply_progress(self.progress("done"))
 
     # -- the figures ----------------------------------------------------------------
     def phase(self) -> str:
@@ -251,7 +252,7 @@ class ReplyStream(StreamListener):
         if not self.early:
             return None
         prefix = self._prefix()
-        if prefix.thinking_may_close and not runs_early(self.run.endpoint.model):
+        if prefix.thinking_may_close and not runs_early(self.model):
             return None
         segments = prefix.segments
         last = max((i + 1 for i, s in enumerate(segments) if s.kind == "code" and s.closed), default=0)
@@ -279,8 +280,8 @@ class ReplyStream(StreamListener):
         gone = self._ids[max(len(plan), self._made):]
         self._dropped += [cell_id for kind, cell_id in gone if kind]
         del self._ids[max(len(plan), self._made):]
-        self.run.sink.reply_progress(self.run, self.progress(drafts=drafts))
-        self.run.report_status()
+        self.report.reply_progress(self.progress(drafts=drafts))
+        self.report.status()
 
     def _check(self, reply: ParsedReply) -> None:
         """The segments handed out early are the whole reply's first ones."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nbformat import NotebookNode, from_dict
 
@@ -25,11 +25,41 @@ from .vision import StepImages, cell_label
 Content = str | list[dict[str, Any]]  # a user message's content
 
 if TYPE_CHECKING:
-    from ..runs.run import Run
+    from ..execution.executors import Executor
+    from ..execution.namespace import Entries
+    from ..execution.threads import CodeThread
+    from ..model.tree import RunTree
+    from ..subcalls.background import Jobs
+    from ..subcalls.host import CellScope
+    from ..trajectory.reporter import Reporter
+    from .approval import Approver
     from .reply_stream import ReplyStream, WholeReply
 
 NO_CODE = ("Your reply had no ```repl code block and no FINAL(...) or FINAL_VAR(...) line. "
            "Write code in a ```repl block to continue, or give the final answer on a line of its own.")
+
+
+class StepHost(Protocol):
+    """What a step uses of its run (``runs.run.Run`` is one)."""
+
+    run_id: str
+    tree: RunTree  # options, budget, the stop flag
+    executor: Executor
+    entries: Entries  # what the run installs in the namespace; the answer read from it
+    code_thread: CodeThread
+    approver: Approver | None
+    scope: CellScope  # the cell running now, for its sub-calls
+    report: Reporter
+    owns_namespace: bool  # False in a person's own cell: nothing is installed
+    root_usage: dict[str, Any] | None  # the step's root call's, once it has ended
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def jobs(self) -> Jobs: ...
+
+    def add_cell(self, cell: NotebookNode) -> None: ...
 
 
 class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
@@ -39,7 +69,7 @@ class Stop(Exception):  # noqa: N818 - the run stops; not an error of the code's
         self.message = message
 
 
-async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tuple[Content, Final | None]:
+async def take_step(run: StepHost, step: int, source: WholeReply | ReplyStream) -> tuple[Content, Final | None]:
     """Write the reply's cells, run its code; return the feedback (the next
     user message's content: text, and the images the cells displayed when
     the root model takes them) and the answer if final. ``source`` gives the
@@ -49,7 +79,7 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
     entries = run.entries
     feedback: list[str] = []
     notes: list[str] = []
-    images = StepImages(run.tree.options, run.endpoint.model)
+    images = StepImages(run.tree.options, run.model)
     ran = 0
     unsure: str | None = None  # why this step's code cannot be trusted for a FINAL_VAR in its prose
     entries.given = None
@@ -66,26 +96,26 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
             why = trajectory.NEVER_CLOSED if not segment.closed else trajectory.AFTER_ANSWER
             feedback.append(trajectory.skip(cell, why))
             run.add_cell(cell)
-            run.sink.cell_finished(run, cell)
+            run.report.cell_finished(cell)
             unsure = unsure or "a code block in the same reply did not run"
             continue
         run.add_cell(cell)
         if run.approver is not None:
-            decision = await run.approver.decide(run, cell)
+            decision = await run.approver.decide(cell, run.code_thread.run)
             if decision.action == "stop":
                 trajectory.skip(cell, trajectory.STOPPED)
-                run.sink.cell_finished(run, cell)
+                run.report.cell_finished(cell)
                 raise Stop("interrupted", "The run was stopped at an approval prompt.")
             if decision.action == "skip":
                 cell.metadata["rlm"]["approved"] = False
                 feedback.append(trajectory.skip(cell, trajectory.REFUSED))
-                run.sink.cell_finished(run, cell)
+                run.report.cell_finished(cell)
                 unsure = unsure or "a code block in the same reply did not run"
                 continue
             if decision.source is not None and decision.source != cell.source:
                 cell.source = decision.source
                 cell.metadata["rlm"]["edited"] = True
-                run.sink.cell_edited(run, cell)
+                run.report.cell_edited(cell)
             cell.metadata["rlm"]["approved"] = True
         ran += 1
         result = await run_cell(run, cell)
@@ -126,8 +156,8 @@ async def take_step(run: Run, step: int, source: WholeReply | ReplyStream) -> tu
     if restored:
         names = ", ".join(f"`{n}`" for n in restored)
         notes.append(f"Note: your code rebound or deleted {names}; restored before the next step.")
-    if final is None and run.helpers.jobs.jobs:  # background sub-calls: which still run, which finished
-        background = await run.code_thread.run(run.helpers.jobs.report)
+    if final is None and run.jobs.jobs:  # background sub-calls: which still run, which finished
+        background = await run.code_thread.run(run.jobs.report)
         if background:
             notes.append(background)
     if final is None and not ran and not reply.markers:
@@ -144,7 +174,7 @@ class _Cells:
     step's first cell gets it then); thinking waits for the prose after it;
     ids come from the reply's source (a streamed cell keeps its draft's)."""
 
-    def __init__(self, run: Run, step: int, source: WholeReply | ReplyStream) -> None:
+    def __init__(self, run: StepHost, step: int, source: WholeReply | ReplyStream) -> None:
         self.run, self.step, self.source = run, step, source
         self.thinking: list[str] = []
         self.made: list[NotebookNode] = []
@@ -185,10 +215,10 @@ class _Cells:
         usage = self.run.root_usage
         if self.made and usage is not None and self.made[0].metadata["rlm"].get("root_call") is None:
             self.made[0].metadata["rlm"]["root_call"] = usage
-            self.run.sink.cell_updated(self.run, self.made[0])
+            self.run.report.cell_updated(self.made[0])
 
 
-def _stop_after(run: Run, result: CellResult) -> None:
+def _stop_after(run: StepHost, result: CellResult) -> None:
     """End the run when the cell was interrupted or used up a budget."""
     tree = run.tree
     if result.status == "interrupted":
@@ -202,12 +232,12 @@ def _stop_after(run: Run, result: CellResult) -> None:
         raise Stop(problem.reason, str(problem))
 
 
-async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
+async def run_cell(run: StepHost, cell: NotebookNode) -> CellResult:
     """Run one code cell on the run's code thread, within the cell and run
     time limits; its outputs, count and sub-calls go into the cell."""
     options = run.tree.options
-    subcalls = run.open_cell(cell.id)
-    run.sink.cell_started(run, cell)
+    subcalls = run.scope.open(cell.id)
+    run.report.cell_started(cell)
     timer = None
     timed_out = threading.Event()
     deadline = run.tree.budget.deadline
@@ -238,7 +268,7 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
     finally:
         if timer is not None:
             timer.cancel()
-        run.close_cell()
+        run.scope.close()
     if result.status == "interrupted" and timed_out.is_set() and not run.tree.stopping:
         result.status = "error"
         result.error_name = "TimeoutError"
@@ -250,9 +280,9 @@ async def run_cell(run: Run, cell: NotebookNode) -> CellResult:
     meta["duration_s"] = round(result.duration_s, 4)
     if subcalls:
         write_records(meta, subcalls)
-    run.sink.cell_finished(run, cell)
-    run.report_status(force=True)
+    run.report.cell_finished(cell)
+    run.report.status(force=True)
     return result
 
 
-__all__ = ["Final", "Stop", "run_cell", "take_step"]
+__all__ = ["Final", "StepHost", "Stop", "run_cell", "take_step"]

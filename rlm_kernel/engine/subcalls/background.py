@@ -30,8 +30,8 @@ from ..execution.engine_loop import engine_loop, submit
 from ..protocol.images import write_records
 
 if TYPE_CHECKING:
-    from ..runs.run import Run
     from ..trajectory.records import SubcallRecord
+    from .host import SubcallHost
 
 _ENDED = "cancelled: the run ended while it was still running"
 
@@ -40,7 +40,7 @@ class Job:
     """The handle of sub-calls started with ``wait=False``: ``done()``,
     ``result(timeout=None)``, ``progress`` (done, total) and ``cancel()``."""
 
-    def __init__(self, run: Run, helper: str, records: list[SubcallRecord],
+    def __init__(self, run: SubcallHost, helper: str, records: list[SubcallRecord],
                  collect: Callable[[], Any], cell_records: list[SubcallRecord] | None) -> None:
         self._run = run
         self.helper = helper  # llm_query, llm_query_batched, rlm_query, rlm_query_batched
@@ -129,21 +129,21 @@ class Job:
         for record in self._records:
             if record.status in ("queued", "running"):
                 record.status, record.error = "error", self._cancel_reason
-                run.sink.subcall(run, record)
+                run.report.subcall(record)
         records = self._records
-        _on_code_thread(run, lambda: run.sink.subcalls_finished(run, records))
+        _on_code_thread(run, lambda: run.report.subcalls_finished(records))
         cell = _finished_cell(run, records[0].cell_id if records else None)
         if cell is not None and self._cell_records is not None:
             write_records(cell.metadata["rlm"], self._cell_records)
-            run.sink.subcalls_settled(run, cell)
-        run.report_status(force=True)
+            run.report.subcalls_settled(cell)
+        run.report.status(force=True)
         _resolve(self._settled)
 
 
 class Jobs:
     """A run's background jobs."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: SubcallHost) -> None:
         self.run = run
         self.jobs: list[Job] = []
         self._lock = threading.Lock()
@@ -151,12 +151,12 @@ class Jobs:
     def start(self, helper: str, records: list[SubcallRecord], work: Any, collect: Callable[[], Any]) -> Job:
         """Show the calls in the current cell and start them; return the handle."""
         run = self.run
-        job = Job(run, helper, records, collect, run.cell_subcalls)
+        job = Job(run, helper, records, collect, run.scope.records)
         if not records:  # an empty batch: done at once
             work.close()
             _resolve(job._settled)
             return job
-        run.sink.subcalls_started(run, records)
+        run.report.subcalls_started(records)
         with self._lock:
             self.jobs.append(job)
         job._start(work)
@@ -200,7 +200,7 @@ class Jobs:
         await asyncio.wait([asyncio.wrap_future(j._settled) for j in running], timeout=10)
         said = (f"{plural(len(running), 'background job')} still running when the run ended "
                 f"{'was' if len(running) == 1 else 'were'} cancelled: {described}.")
-        self.run.sink.note(self.run, said)
+        self.run.report.note(said)
         return said
 
 
@@ -212,7 +212,7 @@ def _resolve(future: concurrent.futures.Future[None]) -> None:
             pass  # cancelled or resolved meanwhile
 
 
-def _on_code_thread(run: Run, fn: Callable[[], None]) -> None:
+def _on_code_thread(run: SubcallHost, fn: Callable[[], None]) -> None:
     """The view's updates are published from the run's code thread when it
     takes posted jobs (the kernel's main thread); a child's worker thread
     takes none, and its sinks draw nothing."""
@@ -223,7 +223,7 @@ def _on_code_thread(run: Run, fn: Callable[[], None]) -> None:
         fn()
 
 
-def _finished_cell(run: Run, cell_id: str | None) -> Any:
+def _finished_cell(run: SubcallHost, cell_id: str | None) -> Any:
     """The run's cell with this id once it has finished (its metadata has a status)."""
     if cell_id is None:
         return None
@@ -233,11 +233,11 @@ def _finished_cell(run: Run, cell_id: str | None) -> Any:
     return None
 
 
-def _names(run: Run, jobs: list[Job]) -> dict[int, list[str]]:
+def _names(run: SubcallHost, jobs: list[Job]) -> dict[int, list[str]]:
     """The namespace's names (not IPython's `_` ones) that hold each handle."""
     wanted = {id(j) for j in jobs}
     found: dict[int, list[str]] = {}
-    namespace = run.executor.namespace
+    namespace = run.namespace
     if not isinstance(namespace, dict):  # a sandbox's: its values are copies, and fetching them all costs
         return found
     try:

@@ -17,7 +17,7 @@ from ..trajectory.records import SubcallFailure, SubcallRecord, message_content
 from .background import Jobs
 
 if TYPE_CHECKING:
-    from ..runs.run import Run
+    from .host import SubcallHost
 
 _batch_ids = itertools.count(1)
 
@@ -25,10 +25,10 @@ _batch_ids = itertools.count(1)
 class SubcallHelpers:
     """Bound to one run; its methods become the namespace helpers."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    def __init__(self, host: SubcallHost) -> None:
+        self.run = host
         self._ids = itertools.count(1)
-        self.jobs = Jobs(run)  # the calls started with wait=False
+        self.jobs = Jobs(host)  # the calls started with wait=False
 
     # -- plain sub-calls ---------------------------------------------------------
     def llm_query(self, prompt: str, model: str | None = None, wait: bool = True, images: Any = None) -> Any:
@@ -111,15 +111,15 @@ class SubcallHelpers:
 
     def _wait(self, records: list[SubcallRecord], work: Any) -> None:
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
-        sink = self.run.sink
-        sink.subcalls_started(self.run, records)
+        report = self.run.report
+        report.subcalls_started(records)
         try:
             self.run.wait(submit(work))
         finally:
             for record in records:
                 if record.status in ("queued", "running"):
                     record.status, record.error = "error", "cancelled"
-            sink.subcalls_finished(self.run, records)
+            report.subcalls_finished(records)
 
     def _check_depth(self) -> None:
         __tracebackhide__ = True  # IPython shows the caller's line, not ours
@@ -134,8 +134,8 @@ class SubcallHelpers:
                      batch: str | None = None) -> list[SubcallRecord]:
         """Records for these prompts: replayed ones filled from the notebook,
         the rest claimed from the sub-call budget (all or none)."""
-        endpoint = self.run.sub_endpoint(model)
-        cursor = self.run.replay_cursor
+        endpoint = self.run.tree.sub_endpoint_for(model)
+        cursor = self.run.scope.cursor
         records, fresh = [], 0
         for given in prompts:
             prompt, images = given if isinstance(given, tuple) else (given, [])
@@ -151,7 +151,7 @@ class SubcallHelpers:
         self.run.tree.replayed += len(records) - fresh
         for record in records:
             record.id = str(next(self._ids))  # unique in its run (the cell carries the run id)
-            record.cell_id = self.run.current_cell_id
+            record.cell_id = self.run.scope.cell_id
             self.run.record_subcall(record)
         return records
 
@@ -159,7 +159,7 @@ class SubcallHelpers:
         if record.replayed:
             return
         tree = self.run.tree
-        endpoint = self.run.sub_endpoint(record.model)
+        endpoint = tree.sub_endpoint_for(record.model)
         async with tree.subcall_slot():
             if tree.stopping:
                 record.status, record.error = "error", "the run is stopping"
@@ -169,14 +169,11 @@ class SubcallHelpers:
             record.started = time.monotonic()
             self.run.subcall_changed(record)
             try:
-                completion = await tree.client.complete(
-                    endpoint, [{"role": "user", "content": message_content(record.prompt, record.images)}],
-                    deadline=tree.budget.deadline,
-                )
+                completion = await tree.charged_call(
+                    endpoint, [{"role": "user", "content": message_content(record.prompt, record.images)}])
             except ModelCallError as error:
                 record.status, record.error, record.attempts = "error", str(error), error.attempts
             else:
-                tree.budget.charge(completion)
                 self.run.add_tokens(completion.prompt_tokens, completion.completion_tokens)
                 # A sub-call's answer is data for the code, never run: a reply that is all
                 # reasoning (no content) still answers with it, as before the root's reply
@@ -196,12 +193,12 @@ class SubcallHelpers:
         self.run.subcall_changed(record)
         started = time.monotonic()
         child = self.run.spawn_child(prompt=record.prompt, context=context, model=record.model,
-                                     sink=self.run.sink.child_sink(self.run, record))
+                                     sink=self.run.report.child_sink(record))
         try:
             with self.run.tree.running_child():
                 result = await child.run()
         finally:
-            child.executor.close()
+            child.close()
         record.latency_s = time.monotonic() - started
         record.child = child.child_record(result)
         # the child's own calls (the ledger is shared with its siblings)

@@ -1,5 +1,6 @@
 """What a run shares with its child runs: the options and budget, the model
-client and endpoints, the concurrency limit and the stop flag."""
+client and endpoints, the concurrency limit, the stop flag and the person's
+tools. Every model call of the tree is made through :meth:`RunTree.charged_call`."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ..model.budget import Budget
-from ..model.model_client import ModelClient, ModelEndpoint
+from ..execution.tools import Toolbox
 from ..protocol import json_steps
+from .budget import Budget
+from .model_client import Completion, ModelClient, ModelEndpoint, StreamListener
 
 
 def endpoints(options: Any) -> tuple[ModelEndpoint, ModelEndpoint]:
@@ -26,9 +28,10 @@ def endpoints(options: Any) -> tuple[ModelEndpoint, ModelEndpoint]:
 
 
 class RunTree:
-    def __init__(self, client: ModelClient, options: Any) -> None:
+    def __init__(self, client: ModelClient, options: Any, tools: Toolbox | None = None) -> None:
         self.client = client
         self.options = options  # RunOptions
+        self.tools = tools or Toolbox()  # a person's own functions; a child run may call them too
         self.budget = Budget(options)
         self.root_endpoint, self.sub_endpoint = endpoints(options)
         self.stopping: str | None = None  # reason, once someone asked the run to stop
@@ -72,6 +75,15 @@ class RunTree:
             yield
         finally:
             self._count(running=-1)
+
+    async def charged_call(self, endpoint: ModelEndpoint, messages: list[dict[str, Any]],
+                           listener: StreamListener | None = None) -> Completion:
+        """One model call within the run's time limit, charged to the budget
+        (the caller holds a place of :meth:`slots` and counts its own tokens).
+        Raises ``ModelCallError``."""
+        completion = await self.client.complete(endpoint, messages, deadline=self.budget.deadline, listener=listener)
+        self.budget.charge(completion)
+        return completion
 
     def sub_endpoint_for(self, model: str | None) -> ModelEndpoint:
         """The sub-model's endpoint, or another model on the same server."""
