@@ -76,7 +76,7 @@ def bible_blocks(chapters: list[tuple[int, str]]) -> list[tuple[str, str]]:
 
 
 def essay_paragraphs(text: str) -> list[str]:
-    return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip()]
+    return [" ".join(p.split()) for p in re.split(r"\n+", text) if p.strip()]
 
 
 def write_pdfs(folder: Path, books: int | None = None, essays: int | None = None) -> Corpus:

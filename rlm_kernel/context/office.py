@@ -4,7 +4,6 @@ python-pptx (one page per slide: its title, text, tables and notes)."""
 
 from __future__ import annotations
 
-import zipfile
 from typing import Any
 
 from ..errors import ContextError
@@ -29,7 +28,7 @@ def convert_docx(data: Any, source: str) -> Document:
 
     try:
         document = docx.Document(data)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
+    except Exception as error:  # noqa: BLE001 - python-docx raises several kinds for a file it cannot open
         raise _unreadable(source, "Word document (.docx)", error) from None
     sections: list[tuple[list[str], str | None]] = [([], None)]
     for block in document.iter_inner_content():
@@ -58,7 +57,7 @@ def convert_pptx(data: Any, source: str) -> Document:
 
     try:
         deck = pptx.Presentation(data)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
+    except Exception as error:  # noqa: BLE001 - python-pptx raises several kinds for a file it cannot open
         raise _unreadable(source, "PowerPoint deck (.pptx)", error) from None
     slides: list[tuple[str, str | None]] = []
     for slide in deck.slides:

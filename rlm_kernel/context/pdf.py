@@ -21,7 +21,7 @@ def convert_pdf(data: Any, source: str) -> Document:
         if "password" in text:
             raise ContextError(f"{source!r} is an encrypted PDF (it needs a password); decrypt it first (e.g. "
                                "`qpdf --decrypt --password=PASSWORD in.pdf out.pdf`) and load that.") from None
-        raise ContextError(f"{source!r} is not a readable PDF (corrupt or truncated: {error}).") from None
+        raise ContextError(f"{source!r} is not a readable PDF (corrupt or truncated: {_said(error)}).") from None
     try:
         pages: list[str] = []
         for index in range(len(pdf)):
@@ -38,7 +38,8 @@ def convert_pdf(data: Any, source: str) -> Document:
         metadata = {k.lower(): v for k, v in (pdf.get_metadata_dict(skip_empty=True) or {}).items()
                     if v != "(unspecified)"}
     except pdfium.PdfiumError as error:
-        raise ContextError(f"{source!r} could not be read to its end (corrupt or truncated: {error}).") from None
+        raise ContextError(f"{source!r} could not be read to its end (corrupt or truncated: {_said(error)}).") \
+            from None
     finally:
         pdf.close()
     if not pages:
@@ -51,6 +52,12 @@ def convert_pdf(data: Any, source: str) -> Document:
         metadata["pages_without_text"] = empty
     metadata["pages"] = len(pages)
     return Document.from_pages(pages, source, "pdf", unit="page", metadata=metadata)
+
+
+def _said(error: Exception) -> str:
+    """PDFium's own words for a failure: "data format error"."""
+    text = str(error)
+    return text.split("PDFium: ", 1)[-1].rstrip(").").lower() if "PDFium: " in text else text.rstrip(".")
 
 
 __all__ = ["OCR_HINT", "convert_pdf"]
