@@ -2,8 +2,9 @@
 
 The engine asks a :class:`ModelClient` for completions of chat messages at a
 :class:`ModelEndpoint` and gets a :class:`Completion` (text, thinking kept
-apart, usage, cost) or a :class:`ModelCallError`. :class:`~.litellm_client.LiteLLMClient` is the
-implementation every entry point uses.
+apart, usage, cost) or a :class:`ModelCallError`. The implementations:
+:class:`~.litellm_client.LiteLLMClient`, and :class:`~.router_client.RouterClient`
+with ``--router``; ``builder.model_client`` chooses.
 """
 
 from __future__ import annotations
