@@ -187,12 +187,20 @@ def test_the_context_loader_sits_below_the_engine() -> None:
     ("rlm_kernel.widgets", ("rlm_kernel.kernel", "rlm_kernel.api", "rlm_kernel.builder", "rlm_kernel.sinks")),
     ("rlm_kernel.cli", ("rlm_kernel.kernel",)),
     ("rlm_kernel.builder", ("rlm_kernel.kernel", "rlm_kernel.api", "rlm_kernel.cli")),
+    ("rlm_kernel.bridges", ("rlm_kernel.kernel", "rlm_kernel.serve", "rlm_kernel.batch", "rlm_kernel.sandbox",
+                            "rlm_kernel.cli")),
 ])
 def test_layers_depend_downwards_only(layer: str, forbidden: tuple[str, ...]) -> None:
     for name, imports in GRAPH.items():
         if name == layer or name.startswith(layer + "."):
             bad = sorted(m for m in imports if m.startswith(forbidden))
             assert not bad, f"{name} imports {bad}"
+
+
+def test_only_the_command_line_imports_the_bridges() -> None:
+    for name, imported in TYPED_GRAPH.items():
+        if name != "rlm_kernel.cli" and not name.startswith("rlm_kernel.bridges"):
+            assert not any(m.startswith("rlm_kernel.bridges") for m in imported), name
 
 
 def code_words(path: Path) -> set[str]:

@@ -33,6 +33,7 @@ from ..engine.runs.options import resolve
 from ..engine.trajectory.sink import Sink
 from ..errors import ContextError, ModelError, RLMError
 from ..redaction import redact
+from ..sinks.stopper import RunStopper as _Started  # the run, interrupted from the request's side
 from .request import BadRequest, RunRequest, keep_context, read_request
 
 PROVIDER = "rlm"
@@ -241,25 +242,6 @@ def _chunk(*, reasoning: str | None = None, content: str | None = None, finish_r
     if model:
         chunk.model = model
     return chunk
-
-
-class _Started(Sink):
-    """Keeps the root run so that it can be interrupted from the request's side."""
-
-    def __init__(self) -> None:
-        self.run: Any = None
-        self.stop = False
-
-    def run_started(self, run: Any) -> None:
-        if run.depth == 0:
-            self.run = run
-            if self.stop:
-                run.interrupt()
-
-    def interrupt(self) -> None:
-        self.stop = True
-        if self.run is not None:
-            self.run.interrupt()
 
 
 class _Progress(_Started):

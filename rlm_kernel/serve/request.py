@@ -8,17 +8,16 @@ the server allows."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..engine.runs.options import BY_NAME, OPTIONS
+from ..callers import CALLER_OPTIONS, LimitError, keep_context, tightened
+from ..engine.runs.options import BY_NAME
 from ..errors import RLMError
 
 # A request may set these (the run's limits); models, servers and keys stay the server's.
-REQUEST_OPTIONS = tuple(o.name for o in OPTIONS if o.limit)
+REQUEST_OPTIONS = CALLER_OPTIONS
 
 # Body fields of an OpenAI chat request that an RLM run has no use for; they
 # are accepted and ignored (the server's options decide the models' settings).
@@ -100,38 +99,11 @@ def request_options(params: Mapping[str, Any], server: Any) -> dict[str, Any]:
             why = "is set by the server" if name in BY_NAME else "is not a run option"
             raise BadRequest(f"Unknown option {name!r} in `rlm` ({name!r} {why}); a request may set "
                              f"{', '.join(REQUEST_OPTIONS)}.")
-        option = BY_NAME[name]
-        if option.kind == "real" and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        problem = option.problem(value)
-        if problem is not None:
-            raise BadRequest(f"rlm.{name} {problem}.")
-        ceiling = getattr(server, name)
-        if option.kind == "flag":
-            value = bool(value) or bool(ceiling)  # a guard the server turned on stays on
-        elif value is not None and ceiling is not None and value > ceiling:
-            raise BadRequest(f"rlm.{name} {option.text(value)} is above the server's limit of "
-                             f"{option.text(ceiling)}.")
-        chosen[name] = value
+        try:
+            chosen[name] = tightened(name, value, server)
+        except LimitError as error:
+            raise BadRequest(f"rlm.{name} {error}.") from None
     return chosen
-
-
-def keep_context(context: str | list[str], stem: Path) -> list[str] | None:
-    """Write the context beside the trajectory notebook (a file for a str, a
-    folder of numbered files for a list), so that the notebook reloads it
-    with ``%rlm context`` and the run can be continued. None: nothing to keep."""
-    if isinstance(context, str):
-        path = stem.with_suffix(".context.txt")
-        path.write_text(context, encoding="utf-8")
-        return [os.path.abspath(path)]
-    if not context:
-        return None
-    folder = stem.with_suffix(".context")
-    folder.mkdir()
-    width = max(3, len(str(len(context))))
-    for number, text in enumerate(context, 1):
-        (folder / f"{number:0{width}d}.txt").write_text(text, encoding="utf-8")
-    return [os.path.abspath(folder)]
 
 
 __all__ = ["BadRequest", "REQUEST_OPTIONS", "RunRequest", "keep_context", "message_text", "read_request",
