@@ -1,4 +1,4 @@
-"""``rlm-kernel bench harness | context | notebook | load | realistic | sandbox | all | suite``.
+"""``rlm-kernel bench harness | context | notebook | load | realistic | sandbox | documents | all | suite``.
 
 Wire into the main parser with::
 
@@ -35,6 +35,9 @@ Benchmarks that print figures measured side by side in one invocation:
             time against the critical-path ideal
   sandbox   sandboxed runs against unconfined ones: start time and per-step
             overhead, printed as ratios
+  documents a folder of real PDFs (1,000+ pages), Office files and web pages
+            loaded by ours against the chosen converters file by file:
+            pages/s, the cached reload, peak memory against the text
   all       harness, context, notebook and load in turn (not realistic)
   suite     long-context suites from real text (sniah, oolong, oolong-pairs,
             multihop, codeqa): score, cost, tokens and time per context length
@@ -173,6 +176,14 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     group.add_argument("--steps", type=_positive_int, default=60, help="root steps of the long run (default 60)")
     group.add_argument("--repeats", type=_positive_int, default=7, help="turns, each a run of each kind (default 7)")
     _common(sandbox)
+    documents = kinds.add_parser("documents", help="a folder of real documents: ours against the converters",
+                                 description="Pages per second against the chosen converters run file by file in "
+                                             "one process, the cached reload's share of the first load, and peak "
+                                             "memory against the corpus's text, as ratios.")
+    group = documents.add_argument_group("documents")
+    group.add_argument("--repeats", type=_positive_int, default=3, help="turns, each side once (default 3)")
+    group.add_argument("--tmpdir", help="where the corpus is written and kept (default: the system temp dir)")
+    _common(documents)
     everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
     _context_options(everything)
@@ -195,8 +206,9 @@ def run_bench(args: argparse.Namespace) -> int:
         from .suites.cli import run_suite_command
 
         return run_suite_command(args)
-    if command not in ("harness", "context", "notebook", "load", "realistic", "sandbox", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, sandbox, all or suite "
+    if command not in ("harness", "context", "notebook", "load", "realistic", "sandbox", "documents", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, sandbox, documents, "
+              "all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
     progress = quiet if args.quiet else stderr_progress
@@ -247,6 +259,10 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
         from . import sandbox as module
 
         results = module.run_sandbox(steps=args.steps, repeats=args.repeats, progress=progress)
+    elif name == "documents":
+        from . import documents as module
+
+        results = module.run_documents(repeats=args.repeats, where=args.tmpdir, progress=progress)
     elif name == "load":
         from . import load as module
 
