@@ -183,6 +183,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     group = documents.add_argument_group("documents")
     group.add_argument("--repeats", type=_positive_int, default=3, help="turns, each side once (default 3)")
     group.add_argument("--tmpdir", help="where the corpus is written and kept (default: the system temp dir)")
+    group.add_argument("--compare", action="store_true",
+                       help="instead: the candidate converters of each format side by side (docs/documents.md)")
     _common(documents)
     everything = kinds.add_parser("all", help="harness, context, notebook and load in turn")
     _harness_options(everything)
@@ -262,6 +264,8 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
     elif name == "documents":
         from . import documents as module
 
+        if args.compare:
+            return _compare_converters(args, progress)
         results = module.run_documents(repeats=args.repeats, where=args.tmpdir, progress=progress)
     elif name == "load":
         from . import load as module
@@ -277,6 +281,25 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
             steps=args.nb_steps, per_step=args.subcalls_per_step, chunk_chars=args.chunk_chars, progress=progress,
         )
     return module, results
+
+
+def _compare_converters(args: argparse.Namespace, progress: Any) -> tuple[Any, dict[str, Any]]:
+    """``bench documents --compare``: a table of its own, printed as markdown."""
+    from . import documents, documents_compare
+
+    folder, _ = documents.corpus_folder(args.tmpdir, progress)
+    rows = documents_compare.compare(folder, documents_compare.corpus_sources(), progress)
+
+    class Report:
+        @staticmethod
+        def format_text(results: dict[str, Any]) -> str:
+            return documents_compare.format_markdown(results["rows"])
+
+        format_markdown = format_text
+
+    from .report import machine_info
+
+    return Report, {"rows": rows, "machine": machine_info()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ def _table_rows(table: Any) -> list[str]:
 
 def convert_docx(data: Any, source: str) -> Document:
     import docx
+    from docx.enum.style import WD_STYLE_TYPE
     from docx.table import Table
 
     try:
@@ -31,12 +32,16 @@ def convert_docx(data: Any, source: str) -> Document:
     except Exception as error:  # noqa: BLE001 - python-docx raises several kinds for a file it cannot open
         raise _unreadable(source, "Word document (.docx)", error) from None
     sections: list[tuple[list[str], str | None]] = [([], None)]
+    # a paragraph's style by its id, looked up once (python-docx's .style searches the styles part each time)
+    names = {style.style_id: style.name for style in document.styles}
+    default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     for block in document.iter_inner_content():
         if isinstance(block, Table):
             sections[-1][0].extend(_table_rows(block))
             continue
         text = block.text.strip()
-        style = (block.style.name if block.style is not None else "") or ""
+        style_id = block._p.style
+        style = (names.get(style_id) if style_id else default.name if default is not None else "") or ""
         if style in ("Title", "Heading 1") and text:
             if sections[-1][0] or sections[-1][1]:
                 sections.append(([], text))
