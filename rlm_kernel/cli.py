@@ -78,12 +78,14 @@ def _parser() -> Any:
     export.add_argument("--only-final", action="store_true", help="only runs that ended with a final answer")
     export.add_argument("--only-approved", action="store_true", help="only runs whose every step a person approved")
     from .batch.command import add_batch_parser
+    from .bridges.import_command import add_import_parser
     from .bridges.mcp_server import add_mcp_parser
     from .serve.proxy import add_serve_parser
 
     add_serve_parser(commands)
     add_batch_parser(commands)
     add_mcp_parser(commands)
+    add_import_parser(commands)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:
@@ -121,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bridges.mcp_server import run_mcp
 
             return run_mcp(args)
+        if args.command == "import":
+            from .bridges.import_command import run_import
+
+            return run_import(args)
         if args.command == "bench":
             from .bench.cli import run_bench
 

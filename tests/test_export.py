@@ -117,6 +117,8 @@ def _lines(text: str) -> list[dict[str, Any]]:
 
 # Keys of a sub-call the official visualizer reads and the official library does not write.
 VISUALIZER_EXTRAS = ("prompt_tokens", "completion_tokens")
+# ... and the key only ours writes, for `rlm-kernel import` (a re-run of an exported run replays by it)
+IMPORT_EXTRAS = ("prompt_hash",)
 
 
 def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
@@ -131,7 +133,7 @@ def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
     def rebuilt_call(call: dict[str, Any]) -> dict[str, Any]:
         again = RLMChatCompletion.from_dict(call).to_dict()
         # a superset: the library keeps every key but the token counts its visualizer reads
-        assert again == {k: v for k, v in call.items() if k not in VISUALIZER_EXTRAS}
+        assert again == {k: v for k, v in call.items() if k not in VISUALIZER_EXTRAS + IMPORT_EXTRAS}
         for child in (call.get("metadata") or {}).get("iterations", []):
             assert rebuilt_iteration(child) == child
         return again
@@ -145,7 +147,7 @@ def test_rlms_jsonl_round_trips_through_the_libraries_own_types(made):
                              entry["iteration_time"]).to_dict()
         for block, ours in zip(again["code_blocks"], entry["code_blocks"], strict=True):
             for call, our_call in zip(block["result"]["rlm_calls"], ours["result"]["rlm_calls"], strict=True):
-                call.update({k: our_call[k] for k in VISUALIZER_EXTRAS})
+                call.update({k: our_call[k] for k in VISUALIZER_EXTRAS + IMPORT_EXTRAS})
         return {"type": "iteration", "iteration": entry["iteration"], "timestamp": entry["timestamp"], **again}
 
     assert len(iterations) == 5
@@ -223,7 +225,7 @@ def test_rlms_jsonl_has_the_key_structure_of_a_real_rlms_log(made, tmp_path):
     their_call, our_call = their_block["result"]["rlm_calls"][0], our_block["result"]["rlm_calls"][0]
     # both hold an rlm_query child's trajectory under "metadata"; ours adds the visualizer's token counts
     assert their_call.keys() == {"root_model", "prompt", "response", "usage_summary", "execution_time", "metadata"}
-    assert our_call.keys() == their_call.keys() | set(VISUALIZER_EXTRAS)
+    assert our_call.keys() == their_call.keys() | set(VISUALIZER_EXTRAS) | set(IMPORT_EXTRAS)
     assert our_call["metadata"].keys() == their_call["metadata"].keys() == {"run_metadata", "iterations"}
     assert our_call["metadata"]["run_metadata"].keys() == their_call["metadata"]["run_metadata"].keys()
     assert our_call["metadata"]["iterations"][0].keys() == their_call["metadata"]["iterations"][0].keys()

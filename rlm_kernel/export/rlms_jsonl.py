@@ -14,7 +14,9 @@ failed); an ``rlm_query`` child carries its own trajectory in ``metadata``
 (``{"run_metadata", "iterations"}``), as the library's child loggers do.
 
 A superset: each sub-call also has ``prompt_tokens`` and
-``completion_tokens`` (for a child run, the sums over all its calls). The
+``completion_tokens`` (for a child run, the sums over all its calls), and
+``prompt_hash`` (the notebook's, which ``rlm-kernel import`` takes back, so
+an exported run imported again replays its sub-calls). The
 official visualizer (``visualizer/src/lib/types.ts``) shows them on every
 sub-call, but ``rlms`` 0.1.3 writes only ``usage_summary``, so its own logs
 show "undefined in / undefined out" there; the library's types ignore keys
@@ -152,6 +154,7 @@ def _subcall(run: RunView, record: dict[str, Any], clock: datetime) -> dict[str,
         # Read by the official visualizer on each sub-call, written by no rlms version.
         "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
         "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
+        "prompt_hash": record.get("prompt_hash"),  # ours: `rlm-kernel import` takes it back, so a re-run replays
     }
     if child_view is not None:
         entry["metadata"] = {"run_metadata": run_metadata(child_view), "iterations": iterations(child_view, clock)}
