@@ -311,11 +311,60 @@ def background_sub(prompt: str) -> Reply:
     return Reply(text="yes" if any(w in review for w in ("late", "courier", "soaked")) else "no", delay=1.0)
 
 
+# The library of PDFs: search every document, find the hit's page, read that page with a sub-call, cite it.
+DOCUMENTS_ROOT = by_step(
+    repl("for i, d in enumerate(context):\n    print(i, d.source.rsplit('/', 1)[-1], d.kind, len(d.pages), len(d))",
+         "Which documents are there?"),
+    repl(r'''
+import re
+hits = [(d, m) for d in context for m in re.finditer(r"whither\s+thou\s+goest", d)]
+for d, m in hits:
+    print(d.page_at(m.start()).citation)
+''', "Search them all; each hit's page."),
+    repl('''
+doc, match = hits[0]
+page = doc.page_at(match.start())
+who = llm_query("Who says 'whither thou goest' on this page, and to whom? One sentence.\\n\\n" + page).strip()
+answer = f"{who} ({page.citation})"
+print(answer)
+''', "Read that page with a sub-call."),
+    "FINAL_VAR(answer)",
+)
+
+
+def documents_sub(prompt: str) -> str:
+    return "Ruth says it to Naomi, her mother-in-law." if re.search(r"whither\s+thou\s+goest", prompt) else "no"
+
+
+# The Bible as a database: pandas counts, a sub-call reads three verses.
+TABLES_ROOT = by_step(
+    repl("print({name: (len(table), list(table.columns)) for name, table in context.items()})",
+         "The tables and their columns."),
+    repl(r'''
+bible, books = context["Bible"], context["Books"]
+text = bible["Passage1"].fillna("") + " " + bible["Passage2"].fillna("")
+hits = bible[text.str.contains(r"\bfaith\b", case=False, regex=True) & (bible["TestamentID"] == 2)]
+named = hits.merge(books, on=["TestamentID", "BookID"])
+counts = named.groupby("ShortName").size().sort_values(ascending=False)
+print(counts.head())
+top, n = counts.index[0], int(counts.iloc[0])
+''', "Counting is pandas."),
+    repl('''
+first = named[named["ShortName"] == top]["Passage1"].head(3).tolist()
+gist = llm_query("In one sentence, what do these verses say about faith?\\n" + "\\n".join(first)).strip()
+summary = f"{top}: {n} verses. {gist}"
+print(summary)
+''', "A sub-call reads the first three."),
+    "FINAL_VAR(summary)",
+)
+
+
 # -- the tests ------------------------------------------------------------------------
 
 TESTED = {"quickstart.ipynb", "needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb",
           "code_base_question.ipynb", "human_in_the_loop.ipynb", "local_model.ipynb", "tools_and_follow_ups.ipynb",
-          "background_subcalls.ipynb", "plots_and_images.ipynb"}
+          "background_subcalls.ipynb", "plots_and_images.ipynb", "documents_as_context.ipynb",
+          "tables_as_context.ipynb"}
 
 
 def test_every_example_is_run_by_a_test_and_listed_in_the_readme():
@@ -454,6 +503,37 @@ def test_background_subcalls(tmp_path):
     told = prompt_text(server.calls("root-model")[1])  # what the root model heard after the step that started it
     assert "`labels` (llm_query_batched, " in told, told
     assert "[2, 5]" in outputs_text(cell(nb, "read"))
+
+
+@needs_texts
+def test_documents_as_context(tmp_path):
+    nb, probe, server = run_example("documents_as_context.ipynb", scripted(DOCUMENTS_ROOT, documents_sub), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    loaded = outputs_text(cell(nb, "load"))
+    assert "Loaded 9 documents" in loaded and "`context` is a list of 9 documents (9 PDF)" in loaded
+    first = server.calls("root-model")[0]["messages"][1]["content"]
+    assert "(9 PDF)" in first and " pages" in first and "Naomi" not in first  # what they are, not their text
+    [sub_call] = server.calls("sub-model")
+    assert len(prompt_text(sub_call)) < 8000  # one page, not the library
+    check = outputs_text(cell(nb, "check"))
+    assert "cited right" in check, check
+    assert re.fullmatch(r"Ruth says it to Naomi, her mother-in-law\. \(\S+/Ruth\.pdf, page \d+\)", result["answer"])
+
+
+@needs_texts
+def test_tables_as_context(tmp_path):
+    gist = "They call faith the way the just live."
+    nb, probe, server = run_example("tables_as_context.ipynb", scripted(TABLES_ROOT, lambda prompt: gist), tmp_path)
+    result = probe["result"]
+    assert result["reason"] == "final", result
+    first = server.calls("root-model")[0]["messages"][1]["content"]
+    assert first.startswith("`context` is one database: ") and "'Bible': 24,408 rows x 9 columns (TestamentID, " \
+        "BookID, ChapterID" in first
+    assert "right" in outputs_text(cell(nb, "check")) and "wrong" not in outputs_text(cell(nb, "check"))
+    assert result["answer"].endswith(f" verses. {gist}")
+    [sub_call] = server.calls("sub-model")
+    assert len(prompt_text(sub_call)) < 2000  # three verses, not the table
 
 
 def test_human_in_the_loop_replays_the_recorded_run_and_continues_from_step_3(tmp_path):

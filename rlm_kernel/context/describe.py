@@ -34,7 +34,8 @@ def describe(value: Any) -> str | None:
     if not structured(value):
         return None
     if not isinstance(value, list):
-        return f"`context` is one document: {_one(value)}."
+        what = {"sqlite": "database", "xlsx": "workbook", "image": "image"}.get(kind_of(value) or "", "document")
+        return f"`context` is one {'table' if is_table(value) else what}: {_one(value)}."
     entries = list(value)
     kinds = Counter(kind_of(e) or type(e).__name__ for e in entries)
     counted = ", ".join(f"{n:,} {k.upper() if k in ('pdf', 'docx', 'pptx', 'xlsx', 'epub', 'html', 'csv', 'tsv') else k}"
