@@ -94,6 +94,7 @@ class Cache:
     def _write(self, name: str, data: bytes) -> None:
         target = os.path.join(self.folder, name)
         try:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
             os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             handle, scratch = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".part-")
             with os.fdopen(handle, "wb") as out:
