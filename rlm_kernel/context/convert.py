@@ -87,13 +87,26 @@ def convert_image(raw: bytes, source: str) -> ImageFile:
 
 
 def decode_text(raw: bytes, source: str, kind: str, encoding: str = "utf-8") -> Document:
-    """A text file as a :class:`Document`: NUL bytes mean binary, bytes that
+    """Text bytes as a :class:`Document`: NUL bytes mean binary, bytes that
     are not ``encoding`` are said with the byte and offset."""
+    return Document(_decode(raw, source, encoding), source, kind)
+
+
+def read_text(path: str, source: str, kind: str, encoding: str = "utf-8") -> Document:
+    """A text file as a :class:`Document`, at most twice its size in memory
+    at any moment: its bytes go before the document's own copy is made."""
+    raw = read_file(path, source)
+    text = _decode(raw, source, encoding)
+    del raw
+    return Document(text, source, kind)
+
+
+def _decode(raw: bytes, source: str, encoding: str) -> str:
     if b"\x00" in raw[:8192] and encoding.lower().replace("-", "") not in ("utf16", "utf32"):
         raise ContextError(f"{source!r} looks binary (it contains NUL bytes) and is no format we convert; give a "
                            "text file or a document (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, Parquet, SQLite, image).")
     try:
-        text = raw.decode(encoding)
+        return raw.decode(encoding)
     except UnicodeDecodeError as error:
         raise ContextError(
             f"{source!r} is not valid {encoding} (byte 0x{raw[error.start]:02x} at offset {error.start:,}); "
@@ -102,7 +115,6 @@ def decode_text(raw: bytes, source: str, kind: str, encoding: str = "utf-8") -> 
     except LookupError:
         raise ContextError(f"Unknown encoding {encoding!r}; use a Python codec name such as utf-8 or latin-1.") \
             from None
-    return Document(text, source, kind)
 
 
 def read_file(path: str, source: str) -> bytes:
@@ -119,4 +131,4 @@ def file_size(path: str) -> int:
     return os.stat(path).st_size
 
 
-__all__ = ["CONVERTER_VERSION", "convert", "convert_image", "decode_text", "read_file"]
+__all__ = ["CONVERTER_VERSION", "convert", "convert_image", "decode_text", "read_file", "read_text"]

@@ -23,7 +23,7 @@ from typing import Any
 from .._words import plural
 from ..errors import ContextError
 from . import archives, kinds
-from .convert import decode_text, read_file
+from .convert import read_text
 from .document import Document, Documents, Skipped, retag
 from .paths import available_memory, expand_paths
 from .pool import Task, convert_all, cpu_count, run_task
@@ -200,8 +200,7 @@ def _take(inputs: list[_Input], entries: dict[int, Any], skipped: list[tuple[int
         kind = item.kind
         if kind is None or kind in kinds.TEXT or (kind in kinds.TEXT_WITHOUT_EXTRA and not kinds.installed(kind)):
             try:
-                raw = read_file(item.path or "", item.source)
-                finished(index, ("ok", decode_text(raw, item.source, kind or "text", encoding)))
+                finished(index, ("ok", read_text(item.path or "", item.source, kind or "text", encoding)))
             except ContextError as error:
                 finished(index, ("error", str(error)))
             continue
