@@ -97,6 +97,45 @@ def test_a_slider_works_through_the_forwarding_both_ways(sandboxed):
     assert comm_id in info["content"]["comms"]
 
 
+ECHO_WAIT = 10  # seconds for a widget change to be echoed back from the confined kernel
+
+
+def test_every_move_of_a_slider_on_the_pages_comm_subshell_reaches_the_confined_kernel(sandboxed):
+    """JupyterLab 4.6 sends a comm target's messages on a subshell of the
+    kernel it talks to (commsOverSubshells "perCommTarget"). That subshell is
+    the RLM kernel's: forwarded with its id, the first move reached the
+    confined kernel and every later one was dropped there (unknown subshell)."""
+    kc = sandboxed.kc
+    kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
+    subshell = kc.get_control_msg(timeout=ECHO_WAIT)["content"]["subshell_id"]
+    reply, messages = sandboxed.execute(
+        "import ipywidgets as w\nmoved = []\nslider = w.IntSlider(value=3)\n"
+        "slider.observe(lambda change: moved.append(change['new']), 'value')\nslider")
+    assert reply["status"] == "ok", reply
+    comm_id = next(m["content"]["comm_id"] for m in messages if m["msg_type"] == "comm_open"
+                   and m["content"]["data"]["state"].get("_model_name") == "IntSliderModel")
+    for value in (4, 5, 6):
+        move = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}})
+        move["header"]["subshell_id"] = subshell
+        kc.shell_channel.send(move)
+        # the page sends a widget's next change once its last is answered; waiting
+        # for the echo also lets the confined kernel file the comm's reply route first
+        deadline = time.monotonic() + ECHO_WAIT
+        while True:
+            try:
+                msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"the move to {value} was never echoed: it did not reach the "
+                                     f"confined kernel (it saw {sandboxed.value('moved')})") from None
+            if (msg["msg_type"] == "comm_msg" and msg["parent_header"].get("msg_id") == move["header"]["msg_id"]
+                    and msg["content"]["data"].get("method") == "echo_update"):
+                break
+    assert sandboxed.value("moved") == "[4, 5, 6]"
+    kc.control_channel.send(kc.session.msg("delete_subshell_request", {"subshell_id": subshell}))
+    kc.get_control_msg(timeout=ECHO_WAIT)
+
+
 def test_interrupt_stops_a_persons_confined_cell(sandboxed):
     msg_id = sandboxed.kc.execute("print('waiting', flush=True)\nimport time\ntime.sleep(60)")
     deadline = time.monotonic() + 20

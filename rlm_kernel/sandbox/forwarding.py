@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -102,7 +103,14 @@ class Comms:
     """Widget comms between the page and the confined kernel, when no cell
     is running: the page's comm messages go in on a second client's shell
     channel (with their own header, so the replies name them), and what the
-    confined kernel publishes in answer comes back out, read on a thread."""
+    confined kernel publishes in answer comes back out, read on a thread.
+
+    A page header's ``subshell_id`` names a subshell of this kernel (JupyterLab
+    gives each comm target one); it is left out of the header sent in. The
+    confined kernel has no such subshell: it answers a message addressed to
+    one with an error and drops it, and ipykernel 7.4 addresses a comm's next
+    message to the subshell its last echo went out under, so every change
+    after a widget's first was lost."""
 
     def __init__(self, confined: ConfinedKernel) -> None:
         self.confined = confined
@@ -115,11 +123,13 @@ class Comms:
         self.client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
         self.sent: dict[str, dict[str, Any]] = {}  # msg_id -> header, of the messages forwarded in
         self._lock = threading.Lock()
+        # the shell socket is used from the main thread and from the page's comm subshell's thread
+        self._shell_lock = threading.Lock()
         self._stop = threading.Event()
         threading.Thread(target=self._pump, name="rlm-sandbox-comms", daemon=True).start()
 
     def send_in(self, msg: dict[str, Any]) -> None:
-        header = dict(msg["header"])
+        header = {k: v for k, v in msg["header"].items() if k != "subshell_id"}
         with self._lock:
             self.sent[header["msg_id"]] = header
             while len(self.sent) > 1000:
@@ -127,15 +137,22 @@ class Comms:
         inner = self.client.session.msg(header["msg_type"], msg["content"], metadata=msg.get("metadata") or {})
         inner["header"] = header
         inner["msg_id"] = header["msg_id"]
-        self.client.shell_channel.send(inner)
+        with self._shell_lock:
+            self.client.shell_channel.send(inner)
 
     def comm_ids(self) -> dict[str, dict[str, str]]:
-        self.client.comm_info()
-        try:
-            reply = self.client.get_shell_msg(timeout=5)
-        except Exception:  # noqa: BLE001 - a busy or gone confined kernel: no comms to add
-            return {}
-        return dict(reply["content"].get("comms") or {})
+        with self._shell_lock:
+            msg_id = self.client.comm_info()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self._shell_lock:
+                try:
+                    reply = self.client.get_shell_msg(timeout=0.05)
+                except Exception:  # noqa: BLE001 - queue.Empty: not yet
+                    continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return dict(reply["content"].get("comms") or {})
+        return {}  # a busy or gone confined kernel: no comms to add
 
     def _pump(self) -> None:
         kernel = self.confined.kernel
