@@ -104,3 +104,55 @@ def test_a_sandboxed_run_gets_the_documents_as_loaded(server, make_rlm, tmp_path
     assert result.reason == "final", result.error
     text = cell_text(cells_by_role(result.notebook, "code")[0])
     assert f"Document pdf {pages} {path}, page 2 value" in text, text  # handed in as loaded, not converted again
+
+
+def test_a_follow_up_loads_the_recorded_documents_again(server, tmp_path):
+    from _cli import run_cli
+
+    pdf, pages = tmp_path / "ruth.pdf", 0
+    pages = bible_pdf(pdf)
+    env = clean_env(OPENAI_API_KEY="x", RLM_CACHE_DIR=str(tmp_path / "cache"))
+    srv = server(Router({"root-model": ["FINAL(first)", "FINAL(second)"]}))
+    common = ["--model", "openai/root-model", "--api-base", srv.url, "--json"]
+    done = run_cli(["run", "--context", str(pdf), "--query", "What is it?", "-o", str(tmp_path / "one.ipynb"),
+                    *common], tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    done = run_cli(["run", "--resume", str(tmp_path / "one.ipynb"), "--query", "And then?", "-o",
+                    str(tmp_path / "two.ipynb"), *common], tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    told = [call["messages"][1]["content"] for call in srv.calls("root-model")]
+    assert len(told) == 2 and all(t.startswith(f"`context` is one document: {pdf} (pdf, {pages} pages,") for t in told)
+
+
+def test_interrupting_rlm_context_stops_the_load_and_keeps_the_context(rlm_kernel, tmp_path):
+    folder = rlm_kernel.cwd / "very-many"
+    folder.mkdir()
+    bible_pdf(tmp_path / "esther.pdf", "Esther")
+    for copy in range(600):
+        shutil.copy(tmp_path / "esther.pdf", folder / f"{copy:03d}.pdf")
+    rlm_kernel.execute("context = 'as it was'")
+    msg_id = rlm_kernel.kc.execute(f"%rlm context {folder} --encoding utf-8")
+    seen: list[dict] = []
+    while "file/s" not in _stream(seen, "stderr"):  # the load is under way: its progress line shows
+        # (its two workers are the children of the fork server the kernel started, a thread-safe start)
+        seen.append(rlm_kernel.kc.get_iopub_msg(timeout=120))
+    server = rlm_kernel.km.provisioner.process.pid
+    assert len([p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) in _children(server)]) >= 1
+    took = rlm_kernel.interrupt(msg_id, within=20)
+    reply = rlm_kernel._reply(msg_id, 10)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert "`context` is unchanged" in reply["evalue"] and took < 10
+    assert rlm_kernel.value("context") == "'as it was'"
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) in _children(server)]
+    assert left == [], f"worker processes outlived the interrupted load: {left}"
+
+
+def _parent(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _children(pid: int) -> set[int]:
+    return {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid}
