@@ -128,3 +128,20 @@ def test_the_public_loader_prints_a_summary(books, tmp_path):
     assert done.stdout.split() == ["Documents", str(len(BOOKS)), "Habakkuk.pdf"]
     assert f"Loaded {len(BOOKS)} documents (" in done.stderr
     assert os.path.isdir(tmp_path / "cache")  # $RLM_CACHE_DIR is where conversions are kept
+
+
+def test_an_archives_members_are_cached_by_content_and_their_scratch_paths_forgotten(books, tmp_path):
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "books.zip", "w") as archive:
+        for book in BOOKS[:3]:
+            archive.write(books / f"{book}.pdf", f"bible/{book}.pdf")
+    cache = tmp_path / "cache"
+    first = load_context([str(tmp_path / "books.zip")], cache=str(cache))
+    again = load_context([str(tmp_path / "books.zip")], cache=str(cache))
+    assert (first.cached, again.cached) == (0, 3)
+    assert [d.source for d in again.value] == [f"{tmp_path}/books.zip/bible/{b}.pdf" for b in sorted(BOOKS[:3])]
+    index = cache / "hashes.json"
+    remembered = json.loads(index.read_text()) if index.exists() else {}
+    assert [path for path in remembered if "rlm-context-" in path] == []  # scratch paths, gone after each load

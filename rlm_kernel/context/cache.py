@@ -47,7 +47,9 @@ class Cache:
                 self._hashes = {}
         return self._hashes
 
-    def file_hash(self, path: str) -> str:
+    def file_hash(self, path: str, remember: bool = True) -> str:
+        """The hash of a file's bytes; ``remember`` False for a file that will
+        not be there again (an archive's member, expanded for one load)."""
         real = os.path.realpath(path)
         stat = os.stat(real)
         mark = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
@@ -59,8 +61,9 @@ class Cache:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
         found = digest.hexdigest()
-        self._index()[real] = [*mark, found]
-        self._changed = True
+        if remember:
+            self._index()[real] = [*mark, found]
+            self._changed = True
         return found
 
     def save_index(self) -> None:

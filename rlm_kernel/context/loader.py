@@ -206,7 +206,7 @@ def _take(inputs: list[_Input], entries: dict[int, Any], skipped: list[tuple[int
             continue
         key = None
         if store is not None:
-            key = store.key(store.file_hash(item.path), kind, encoding)
+            key = store.key(store.file_hash(item.path or "", remember=item.source == item.origin), kind, encoding)
             hit, value = store.get(key)
             if hit:
                 cached += 1
