@@ -23,8 +23,9 @@ from typing import Any
 from .._words import plural
 from ..errors import ContextError
 from . import archives, kinds
+from .cache import Cache
 from .convert import read_text
-from .document import Document, Documents, Skipped, retag
+from .document import Documents, Skipped, retag
 from .paths import available_memory, expand_paths
 from .pool import Task, convert_all, cpu_count, run_task
 from .urls import TIMEOUT_S, is_url
@@ -78,10 +79,10 @@ class _Input:
 def load(patterns: list[str], *, encoding: str = "utf-8", skip_binary: bool | None = None,
          progress: Progress | None = None, workers: int | None = None, cache: Any = True,
          url_timeout: float = TIMEOUT_S) -> LoadedContext:
+    """``files.load_context`` does its arguments' checking and says them; this is the work."""
     if not patterns:
         raise ContextError("Give at least one path to load as the context.")
     started = time.perf_counter()
-    from .cache import Cache
     store = Cache(cache) if isinstance(cache, str) else Cache() if cache else None
     scratch = tempfile.mkdtemp(prefix="rlm-context-")
     try:
@@ -225,10 +226,6 @@ def _take(inputs: list[_Input], entries: dict[int, Any], skipped: list[tuple[int
         for task in tasks:
             finished(task.index, run_task(task))
     return cached
-
-
-def single_document(value: Any) -> bool:
-    return isinstance(value, Document)
 
 
 __all__ = ["LoadedContext", "Progress", "load"]
