@@ -156,3 +156,20 @@ def _parent(proc: Path) -> int:
 
 def _children(pid: int) -> set[int]:
     return {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid}
+
+
+def test_a_loaded_image_reaches_a_sub_call_and_the_root_models_eyes(server, make_rlm, tmp_path):
+    from _documents import png
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    png(folder / "chart.png", (120, 60), "blue")
+    (folder / "notes.txt").write_text("The chart is blue.")
+    root = [repl("display(context[0])\nseen = llm_query('What colour is this image?', images=[context[0]])\n"
+                 "print(seen)"), "FINAL_VAR(seen)"]
+    srv = server(Script(root=root, sub=lambda prompt: "blue"))
+    result = make_rlm(srv, vision="on").completion(folder, "What colour is the chart?")
+    assert result.reason == "final" and result.answer_text == "blue", result.error
+    received = [(image.model, image.mime, image.width, image.height) for image in srv.images]
+    assert ("sub-model", "image/png", 120, 60) in received  # llm_query(images=[context[0]])
+    assert ("root-model", "image/png", 120, 60) in received  # the cell displayed it: the root model sees it
