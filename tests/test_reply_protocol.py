@@ -152,13 +152,12 @@ def test_continuing_in_a_live_namespace_keeps_the_models_answer_variable():
     while a fresh run, or an old dict, gets a new answer dict."""
     from types import SimpleNamespace
 
-    from rlm_kernel.engine.execution.namespace import Entries
+    from rlm_kernel.engine.execution.namespace import Entries, Installs
 
     def entries(namespace: dict, history: Any) -> Entries:
         helpers = SimpleNamespace(llm_query=None, llm_query_batched=None, rlm_query=None, rlm_query_batched=None)
-        run = SimpleNamespace(executor=SimpleNamespace(namespace=namespace), history=history, helpers=helpers,
-                              context="c", prelude=[], tools=SimpleNamespace(entries=dict))
-        return Entries(run)
+        installs = Installs(helpers, context=lambda: "c", continued=history is not None)
+        return Entries(SimpleNamespace(namespace=namespace), installs)
 
     kept = {"answer": 55}
     assert entries(kept, history=[]).restore() == [] and kept["answer"] == 55
