@@ -41,14 +41,13 @@ def _rlm_continue_to_await(lines: list[str]) -> list[str]:
 # manager asks which widget comms exist. Both only read the kernel's state.
 _BESIDE_A_RUN = frozenset({"kernel_info_request", "comm_info_request"})
 
-
-def _warm_up() -> None:
-    try:
-        from ..engine.model.litellm_setup import load_litellm
-
-        load_litellm()
-    except Exception:  # noqa: BLE001 - a failed warm-up shows up later, with a clear error
-        pass
+# What a kernel's first %%rlm imports besides litellm (the engine, the cell's
+# output and sub-call views and their widgets, what litellm loads at its first
+# call: its tokenizer, its async transport, its proxy types): imported after
+# litellm in the background, so that cell starts at once too.
+_RUN_MODULES = ("rlm_kernel.api", "rlm_kernel.kernel.executor", "rlm_kernel.engine.model.litellm_client",
+                "rlm_kernel.sinks.display", "rlm_kernel.sinks.subcall_views", "ipywidgets",
+                "litellm.litellm_core_utils.default_encoding", "anyio._backends._asyncio", "litellm.proxy._types")
 
 
 class RLMKernel(IPythonKernel):
@@ -77,12 +76,32 @@ class RLMKernel(IPythonKernel):
         from .session import KernelSession
 
         self.rlm_session = KernelSession(self)
-        # litellm takes seconds to import; warm it up without delaying the kernel's start.
-        threading.Thread(target=_warm_up, name="rlm-warm-up", daemon=True).start()
+        self._warm_up: threading.Thread | None = None  # litellm's import, once the kernel has answered
+
+    async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        """litellm takes seconds to import: once the kernel has answered its
+        first kernel_info (the page then shows it ready), import it on a
+        thread of its own, so a person who writes a question first never waits
+        for it. Begun in the constructor, it slowed the start itself."""
+        await super().kernel_info_request(stream, ident, parent)
+        if self._warm_up is None:
+            from ..engine.model.litellm_setup import load_in_background
+
+            self._warm_up = load_in_background(then=_RUN_MODULES)
+
+    async def _warmed_up(self) -> None:
+        """A cell run while litellm is being imported waits for that import
+        (off the loop, which goes on serving the page): two threads importing
+        at once risk a module seen half-initialised, and the import freezes
+        the objects alive at its end for the collector (``gc.freeze``)."""
+        thread = self._warm_up
+        while thread is not None and thread.is_alive():
+            await asyncio.sleep(0.02)
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
                          **kwargs: Any) -> dict[str, Any]:
+        await self._warmed_up()
         number = self.shell.execution_count
         awaited = _rlm_cell_to_await([code]) != [code] or _rlm_continue_to_await([code]) != [code]
         # ipykernel's reply reads these, but only its synchronous run_cell sets

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from typing import Any
@@ -14,9 +15,31 @@ def litellm_loaded() -> bool:
     return _litellm is not None
 
 
+def load_in_background(then: tuple[str, ...] = ()) -> threading.Thread:
+    """Begin importing litellm on a thread of its own (the kernel once it has
+    answered its first kernel_info, ``rlm-kernel run`` while it loads the
+    context), then the modules named in ``then``; whoever asks next with
+    :func:`load_litellm` waits for litellm."""
+
+    def load() -> None:
+        try:
+            load_litellm()
+        except Exception:  # noqa: BLE001 - the next load_litellm() raises it where it is needed
+            return
+        for name in then:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - imported again, failing where it is used
+                pass
+
+    thread = threading.Thread(target=load, name="rlm-litellm-import", daemon=True)
+    thread.start()
+    return thread
+
+
 def load_litellm() -> Any:
-    """The litellm module, imported on first use (the kernel's warm-up thread
-    and a first run may both ask; one imports)."""
+    """The litellm module, imported on first use (a background import and a
+    first run may both ask; one imports)."""
     global _litellm
     if _litellm is not None:
         return _litellm
@@ -49,4 +72,4 @@ def load_litellm() -> Any:
     return _litellm
 
 
-__all__ = ["litellm_loaded", "load_litellm"]
+__all__ = ["litellm_loaded", "load_in_background", "load_litellm"]
