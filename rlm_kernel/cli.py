@@ -193,6 +193,9 @@ def _tracing(args: Any) -> None:
 
 
 def _run(args: Any) -> int:
+    from .engine.model.litellm_setup import load_in_background
+
+    load_in_background()  # litellm takes seconds to import: meanwhile the context loads and the run is set up
     if args.resume:
         return _resume(args)
 
