@@ -86,6 +86,8 @@ def _harness_options(parser: argparse.ArgumentParser) -> None:
                        help="run only this harness (repeatable; default both)")
     group.add_argument("--stock-server", action="store_true",
                        help="keep the scripted server's Nagle delay (~40 ms per request) instead of TCP_NODELAY")
+    group.add_argument("--no-starts", action="store_true",
+                       help="leave out the cold starts (a fresh rlm-kernel run, rlms run and RLM kernel)")
 
 
 def _context_options(parser: argparse.ArgumentParser) -> None:
@@ -244,6 +246,7 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
         results = module.run_harness(
             steps=args.steps, context_chars=args.context_chars, prompts=args.prompts, latency=args.latency,
             repeats=args.repeats, harnesses=args.harnesses, progress=progress, nodelay=not args.stock_server,
+            starts=not args.no_starts,
         )
     elif name == "context":
         from . import context_scale as module

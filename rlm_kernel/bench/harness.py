@@ -18,6 +18,10 @@ each harness's peak memory is its own):
   through bare ``litellm.acompletion`` at our concurrency, no RLM at all: the
   floor our batch sits on, since every model call of ours goes through
   litellm.
+* **cold starts** (``starts=True``, as ``rlm-kernel bench harness`` runs it;
+  ``harness_start.py``): a cold ``rlm-kernel run`` against a cold ``rlms`` run
+  and against the import of litellm alone, and an RLM kernel's start to its
+  first root request.
 """
 
 from __future__ import annotations
@@ -119,8 +123,10 @@ def run_harness(
     progress: Progress = quiet,
     timeout: float = 1800.0,
     nodelay: bool = True,
+    starts: bool = False,
 ) -> dict[str, Any]:
-    """Run both scenarios for each harness; return figures and verdicts.
+    """Run both scenarios for each harness (and the cold starts with
+    ``starts``); return figures and verdicts.
     ``nodelay=False`` keeps the stock scripted server's Nagle delay (~40 ms
     per request), as when the issue's reference figures were taken."""
     from . import run_child
@@ -175,6 +181,10 @@ def run_harness(
             results["litellm_floor"] = child
     finally:
         server.stop()
+    if starts:
+        from .harness_start import run_starts
+
+        results["starts"] = run_starts(repeats=max(1, repeats), harnesses=wanted, progress=progress, timeout=timeout)
     _check(results, steps, prompts)
     results["summary"] = summarize(results)
     return results
@@ -288,6 +298,9 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     if "ours" in mem and "rlms" in mem:
         targets["peak_memory_ratio"] = {"value": mem["ours"]["peak_rss_bytes"] / mem["rlms"]["peak_rss_bytes"],
                                         "target": "reported", "met": None}
+    if "starts" in results:
+        out["starts"] = results["starts"]["summary"]
+        targets.update(out["starts"]["targets"])
     out["targets"] = targets
     return out
 

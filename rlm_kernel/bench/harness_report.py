@@ -73,7 +73,15 @@ def _rows(results: dict[str, Any]) -> dict[str, list[list[str]]]:
         ["RSS after imports", *(mib(m[n]["rss_after_import_bytes"]) for n in ours_first),
          ratio("memory", "rss_after_import_bytes")],
     ]
-    return {"steps": step_rows, "batched": batch_rows, "memory": mem_rows, "header": ["", *ours_first, "ours/rlms"]}
+    rows = {"steps": step_rows, "batched": batch_rows, "memory": mem_rows, "header": ["", *ours_first, "ours/rlms"]}
+    if "starts" in summ:
+        from .harness_start import start_rows
+
+        rows["starts"] = start_rows(summ["starts"])
+    return rows
+
+
+_STARTS_HEADER = ["", "ours", "rlms"]
 
 
 def _target_lines(results: dict[str, Any]) -> list[str]:
@@ -86,6 +94,8 @@ def _target_lines(results: dict[str, Any]) -> list[str]:
         "batched_speedup_vs_rlms": "batched, rlms time / ours",
         "batched_ours_to_litellm": "batched, ours / bare litellm (the floor)",
         "peak_memory_ratio": "peak memory, ours/rlms",
+        "cold_cli_over_litellm_import_s": "cold CLI run over the import of litellm alone (s)",
+        "cold_cli_ours_to_rlms": "cold CLI run, ours/rlms",
     }
     lines = []
     for key, t in results["summary"]["targets"].items():
@@ -115,6 +125,8 @@ def format_text(results: dict[str, Any]) -> str:
         "Memory:",
         table(rows["memory"], header),
         "",
+        *(["Cold starts (medians of fresh processes):", table(rows["starts"], _STARTS_HEADER), ""]
+          if "starts" in rows else []),
         "Targets:",
         *("  " + line for line in _target_lines(results)),
         *("Note: " + n for n in results.get("notes", [])),
@@ -155,6 +167,10 @@ def format_markdown(results: dict[str, Any]) -> str:
         "",
         md_table(rows["memory"], header),
         "",
+        *([f"Cold starts, the median of {results['starts']['repeats']} fresh processes each (a process's "
+           "spawn to its exit, or a kernel's start; litellm's import is the floor of ours, since every "
+           "model call goes through it):", "", md_table(rows["starts"], _STARTS_HEADER), ""]
+          if "starts" in rows else []),
         "Targets:",
         "",
         *("- " + line for line in _target_lines(results)),
