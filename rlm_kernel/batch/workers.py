@@ -60,7 +60,7 @@ def run_task(task: dict[str, Any], options: dict[str, Any], notebook: str, *,
             _clients = _clients or ModelClients()
             rlm.client = _clients.get(rlm.options)
         if task["paths"] is not None:
-            loaded = load_context(task["paths"])
+            loaded = load_context(task["paths"], workers=0)  # the batch runs tasks side by side already
             context, sources = loaded.value, loaded.sources
         else:
             context, sources = task["context_text"], None
