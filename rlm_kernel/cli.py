@@ -68,6 +68,9 @@ def _parser() -> Any:
     lab.add_argument("--no-browser", action="store_true")
     lab.add_argument("--offline", action="store_true",
                      help="use the bundled tiny offline model even when RLM_MODEL or a provider key is set")
+    lab.add_argument("--build-offline-model", action="store_true",
+                     help="with no model configured and the offline model not installed: start JupyterLab at once "
+                          "and build the offline model behind it (./dev lab does)")
     export = commands.add_parser("export", help="export a trajectory notebook (rlms-jsonl, sft, markdown)",
                                  description="Export the runs of a trajectory notebook.")
     export.add_argument("notebook", help="the .ipynb file")
@@ -342,6 +345,11 @@ def _lab(args: Any) -> int:
     if offline_model:
         from . import offline
 
+        if not offline.available() and args.build_offline_model:
+            from .offline_build import lab_while_building
+
+            print(f"rlm-kernel: starting JupyterLab on {folder}", file=sys.stderr)
+            return lab_while_building(command)
         if args.offline or offline.available():
             print("rlm-kernel: starting the bundled offline model (llama.cpp, SmolLM2-135M)...", file=sys.stderr)
             with offline.OfflineModel() as model:

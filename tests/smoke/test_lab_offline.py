@@ -210,3 +210,43 @@ def test_lab_with_only_a_provider_key_gives_its_kernels_a_default_model(lab):
     finally:
         client.stop_channels()
     assert reply["content"]["user_expressions"]["model"]["data"]["text/plain"] == "'openai/gpt-4o-mini'"
+
+
+# What stands in for JupyterLab below: it records its settings and the build's
+# state at its start, waits for the state to say ready, asks the model server
+# for its models, and exits.
+FAKE_LAB = """
+import json, os, sys, time, urllib.request
+state_path = os.environ["RLM_OFFLINE_BUILD"]
+def state():
+    with open(state_path) as f:
+        return json.load(f)
+seen = {"at_start": state()["state"], "model": os.environ["RLM_MODEL"], "api_base": os.environ["RLM_API_BASE"]}
+deadline = time.monotonic() + 120
+while state()["state"] != "ready" and time.monotonic() < deadline:
+    time.sleep(0.2)
+seen["then"] = state()["state"]
+with urllib.request.urlopen(os.environ["RLM_API_BASE"] + "/models", timeout=10) as reply:
+    seen["models"] = [m["id"] for m in json.load(reply)["data"]]
+with open(sys.argv[1], "w") as f:
+    json.dump(seen, f)
+"""
+
+
+def test_lab_starts_at_once_while_the_offline_model_is_built_then_serves_it(installed, tmp_path):
+    """``rlm-kernel lab --build-offline-model`` without the model: JupyterLab
+    (a stand-in here) starts while the build (a stand-in: a sleep) goes on,
+    with the model's settings; once the build is done the lab starts the real
+    llama.cpp server on the port its kernels were given and marks the state
+    ready; when JupyterLab exits, the server stops."""
+    from rlm_kernel.offline_build import lab_while_building, read_state
+
+    state, log, seen = tmp_path / "build.json", tmp_path / "build.log", tmp_path / "seen.json"
+    build = [[sys.executable, "-c", "import time; time.sleep(3)"]]
+    code = lab_while_building([sys.executable, "-c", FAKE_LAB, str(seen)], commands=build, paths=(state, log))
+    assert code == 0
+    found = json.loads(seen.read_text())
+    assert found["at_start"] == "building" and found["then"] == "ready", found
+    assert found["model"] == offline.MODEL and found["models"] == ["smollm2"]
+    assert read_state(state)["api_base"] == found["api_base"]
+    assert not _answers(f"{found['api_base']}/models")  # stopped with the lab
