@@ -139,7 +139,7 @@ def test_a_notebook_written_for_a_request_can_be_continued(served):
     assert resumed.reason == "final" and resumed.answer == ANSWER
     assert resumed.replayed_subcalls == 3 and resumed.subcalls == 0  # the step's sub-calls came from the notebook
     code = cells_by_role(nbformat.read(served.runs / "continued.ipynb", as_version=4), "code")
-    assert "str 26" in cell_text(code[0])  # one other message: the context is its text, reloaded from the file
+    assert "Document 26" in cell_text(code[0])  # one other message: the context is its text, reloaded from the file
 
 
 def test_a_streamed_request_sends_progress_as_reasoning_then_the_answer(served):
