@@ -243,3 +243,101 @@ def test_stopping_the_engine_loop_ends_its_thread_quietly() -> None:
              "print(engine_loop().rlm_thread.is_alive())\n")  # the same loop: stopped, not closed
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "False", "")
+
+
+@pytest.mark.parametrize("code", ["sleep", "busy"])
+def test_code_on_a_caller_thread_off_the_main_one_stops_when_interrupted_from_another(code: str) -> None:
+    """A served run's code runs on the request's thread, not the main one: an
+    interrupt from elsewhere (the caller went away) reaches it in a sleep too."""
+    thread = CallerThread()
+    started = threading.Event()
+
+    def job() -> str:
+        started.set()
+        if code == "sleep":
+            time.sleep(60)
+        else:
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                pass
+        return "ran to the end"
+
+    async def work() -> str:
+        try:
+            return await thread.run(job)
+        except KeyboardInterrupt:
+            return "interrupted"
+        finally:
+            thread.close()
+
+    future = submit(work())
+    server = threading.Thread(target=thread.serve, kwargs={"on_interrupt": lambda: None}, daemon=True)
+    server.start()
+    assert started.wait(10)
+    thread.interrupt()
+    assert future.result(timeout=10) == "interrupted"
+    server.join(10)
+    assert not server.is_alive()
+
+
+def test_an_interrupt_between_jobs_stops_the_next_job_and_never_the_serving_loop() -> None:
+    """Off the main thread, an interrupt that comes between jobs (a cell about
+    to start) stops the next job before it runs; it never lands in the loop
+    that serves the thread, which goes on serving."""
+    thread = CallerThread()
+    ran: list[int] = []
+    interrupts: list[str] = []
+
+    async def work() -> list[object]:
+        first = await thread.run(lambda: ran.append(1) or 1)
+        thread.interrupt()
+        try:
+            second: object = await thread.run(lambda: ran.append(2) or 2)
+        except KeyboardInterrupt:
+            second = "interrupted before it ran"
+        third = await thread.run(lambda: ran.append(3) or 3)
+        thread.close()
+        return [first, second, third]
+
+    future = submit(work())
+    server = threading.Thread(target=thread.serve, kwargs={"on_interrupt": lambda: interrupts.append("loop")},
+                              daemon=True)
+    server.start()
+    assert future.result(timeout=10) == [1, "interrupted before it ran", 3]
+    assert ran == [1, 3] and interrupts == []
+    server.join(10)
+
+
+def test_a_run_on_another_thread_stopped_from_outside_interrupts_its_sleeping_cell(server, make_rlm) -> None:
+    """What serve and the MCP tool do when their caller goes away: the run
+    ends "interrupted" and so does the cell that was sleeping, at once."""
+    from _helpers import repl
+
+    from rlm_kernel.engine.trajectory.sink import Sink
+
+    class Grab(Sink):
+        def __init__(self) -> None:
+            self.run = None
+            self.cell_running = threading.Event()
+
+        def run_started(self, run) -> None:  # noqa: ANN001
+            self.run = run
+
+        def cell_started(self, run, cell) -> None:  # noqa: ANN001
+            self.cell_running.set()
+
+    srv = server(root=[repl("import time\nprint('before')\ntime.sleep(60)\nprint('after')"), "FINAL(never)"])
+    grab = Grab()
+    results: list = []
+    worker = threading.Thread(target=lambda: results.append(
+        make_rlm(srv).completion("ctx", "q", sink=grab)), daemon=True)
+    worker.start()
+    assert grab.cell_running.wait(30)
+    grab.run.interrupt()
+    worker.join(20)
+    assert not worker.is_alive(), "the run went on after it was interrupted"
+    [result] = results
+    assert result.reason == "interrupted"
+    [cell] = [c for c in result.notebook.cells if c.metadata.get("rlm", {}).get("role") == "code"]
+    assert cell.metadata["rlm"]["status"] == "interrupted"
+    assert "after" not in "".join(o.get("text", "") for o in cell.outputs)

@@ -4,9 +4,7 @@ does, and the notebook written so far says where it stopped."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..engine.trajectory.sink import Sink
+from ..engine.trajectory.sink import RunView, Sink
 
 
 class RunStopper(Sink):
@@ -14,10 +12,10 @@ class RunStopper(Sink):
     it from any thread (before it starts: as soon as it does)."""
 
     def __init__(self) -> None:
-        self.run: Any = None
+        self.run: RunView | None = None
         self.stop = False
 
-    def run_started(self, run: Any) -> None:
+    def run_started(self, run: RunView) -> None:
         if run.depth == 0:
             self.run = run
             if self.stop:
@@ -26,7 +24,7 @@ class RunStopper(Sink):
     def interrupt(self) -> None:
         self.stop = True
         if self.run is not None:
-            self.run.interrupt()  # Run.interrupt: RunView does not say it (yet)
+            self.run.interrupt()
 
 
 __all__ = ["RunStopper"]

@@ -8,13 +8,16 @@ for a child run (rlm_query), a daemon thread of its own (:class:`WorkerThread`).
 
 Stopping a run stops its whole tree: a parent that is interrupted cancels
 its children's tasks, and a cancelled child interrupts the code running on
-its thread (an asynchronous KeyboardInterrupt). That exception lands only
-between bytecodes, so a ``time.sleep`` in a child's code would finish first:
-while a child thread exists, ``time.sleep`` is wrapped so that a sleep on a
-child's thread wakes at once when the child is stopped (every other thread
-sleeps as before). Any other blocking C call in a child's code (a socket
-read, a lock without timeout) finishes its current call before the code
-stops; the thread is a daemon, so it never keeps the process alive.
+its thread (an asynchronous KeyboardInterrupt). A root run stopped from
+another thread (a served request or an MCP call cancelled by its caller)
+interrupts its code the same way when that code runs on a thread other than
+the main one (on the main thread a SIGINT does it). That exception lands
+only between bytecodes, so a ``time.sleep`` would finish first: while such a
+code thread exists, ``time.sleep`` is wrapped so that a sleep on it wakes at
+once when its code is interrupted (every other thread sleeps as before). Any
+other blocking C call (a socket read, a lock without timeout) finishes its
+current call before the code stops; a child's thread is a daemon, so it
+never keeps the process alive.
 """
 
 from __future__ import annotations
@@ -78,7 +81,47 @@ _STOP = object()
 _WAKE = object()
 
 
-class CallerThread(CodeThread):
+class _Sleeper:
+    """A code thread whose code an interrupt can wake from ``time.sleep``
+    and our own waits, not only between bytecodes."""
+
+    def _init_sleeper(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting = False  # the job is blocked in wait_until
+        self._woken = False  # an interrupt for that wait
+        self._closing = False
+
+    def _stopped(self) -> bool:
+        return self._closing
+
+    def wait_until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
+        """On this thread: block until ``done()`` or ``timeout`` seconds;
+        KeyboardInterrupt when interrupted meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._waiting = True
+            try:
+                while not (self._woken or self._stopped() or done()):
+                    left = threading.TIMEOUT_MAX if deadline is None else deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, threading.TIMEOUT_MAX))
+                if self._woken or self._stopped():
+                    self._woken = False
+                    raise KeyboardInterrupt
+            finally:
+                self._waiting = False
+
+    def _wake_or_inject(self, thread_id: int) -> None:
+        """Under ``_cond``: wake a wait of the job, or raise in it."""
+        if self._waiting:
+            self._woken = True
+            self._cond.notify_all()
+        else:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(KeyboardInterrupt))
+
+
+class CallerThread(_Sleeper, CodeThread):
     """The thread that calls :meth:`serve` (or awaits :meth:`serve_async`)
     runs the code until the run ends. Other threads may also :meth:`post`
     small jobs to it (showing a step, updating a widget), so that everything
@@ -87,6 +130,9 @@ class CallerThread(CodeThread):
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._wake: Callable[[], None] | None = None
+        self._init_sleeper()
+        self._in_job = False  # code posted with run() is running now (what interrupt() may stop)
+        self._interrupt_next = False  # an interrupt came between jobs, off the main thread
 
     def _put(self, item: Any) -> None:
         self._queue.put(item)
@@ -137,17 +183,66 @@ class CallerThread(CodeThread):
         if future is None:
             fn()
         elif future.set_running_or_notify_cancel():
-            try:
-                future.set_result(fn())
-            except BaseException as error:  # noqa: BLE001 - handed to the loop
-                future.set_exception(error)
+            ok, value = self._run_job(fn)
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
         return False
+
+    def _run_job(self, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """Run a job that :meth:`interrupt` may stop. An interrupt's
+        KeyboardInterrupt may land at any bytecode until the job is marked
+        over (then none can come), so its outcome is booked before that."""
+        outcome: list[Any] = [False, KeyboardInterrupt()]  # if an interrupt cuts the bookkeeping short
+        with self._cond:
+            if self._interrupt_next:  # interrupted just before it started: it never runs
+                self._interrupt_next = False
+                return False, KeyboardInterrupt()
+            self._in_job = True
+        try:
+            try:
+                outcome[:] = True, fn()
+            except BaseException as error:  # noqa: BLE001 - handed to the loop
+                outcome[:] = False, error
+        except KeyboardInterrupt:
+            pass  # landed in the bookkeeping: the outcome above stands
+        finally:
+            while True:
+                try:
+                    with self._cond:
+                        self._in_job = False
+                        _clear_async_exc(self.thread_id)  # an interrupt that came too late for the job
+                    break
+                except KeyboardInterrupt:
+                    continue
+        return outcome[0], outcome[1]
+
+    def interrupt(self) -> bool:
+        """Raise KeyboardInterrupt in the code running now: on the main thread
+        by a SIGINT; on another thread (a served run) in its code, also in a
+        ``time.sleep`` or a sub-call wait. Off the main thread: False, and
+        nothing done, when no code runs."""
+        tid = self.thread_id
+        if tid is None or tid == threading.main_thread().ident:
+            super().interrupt()
+            return tid is not None
+        with self._cond:
+            if not self._in_job:
+                self._interrupt_next = True  # a job about to start is stopped before it runs
+                return False
+            self._wake_or_inject(tid)
+        self._queue.put(_WAKE)  # a sub-call wait blocked on the queue sees it at once
+        return True
 
     def serve(self, on_interrupt: Callable[[], None]) -> None:
         """Run queued callables until :meth:`close`. A KeyboardInterrupt while
         waiting calls ``on_interrupt`` (which ends the run) and goes on serving
         so that the run can finish writing."""
         self.thread_id = threading.get_ident()
+        if self.thread_id != threading.main_thread().ident:
+            _install_sleep()
+            _sleepers[self.thread_id] = self
         try:
             while True:
                 try:
@@ -156,6 +251,7 @@ class CallerThread(CodeThread):
                 except KeyboardInterrupt:
                     on_interrupt()
         finally:
+            _sleepers.pop(self.thread_id, None)
             self.thread_id = None
 
     async def serve_async(self, on_interrupt: Callable[[], None]) -> None:
@@ -230,7 +326,7 @@ def _default_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, saved)
 
 
-class WorkerThread(CodeThread):
+class WorkerThread(_Sleeper, CodeThread):
     """A daemon thread of its own (child runs), started with the first job.
 
     :meth:`interrupt` raises KeyboardInterrupt in the job running now, also
@@ -245,9 +341,7 @@ class WorkerThread(CodeThread):
         self._thread: threading.Thread | None = None
         self._current: concurrent.futures.Future[Any] | None = None  # the job running now
         self._job: list[Any] | None = None  # [future, ok, value] of the job being run or booked
-        self._waiting = False  # the job is blocked in wait_until
-        self._woken = False  # an interrupt for that wait
-        self._closing = False
+        self._init_sleeper()
 
     async def run(self, fn: Callable[[], T]) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -265,7 +359,7 @@ class WorkerThread(CodeThread):
 
     def _serve(self) -> None:
         self.thread_id = threading.get_ident()
-        _workers[self.thread_id] = self
+        _sleepers[self.thread_id] = self
         try:
             while True:
                 try:
@@ -274,7 +368,7 @@ class WorkerThread(CodeThread):
                 except KeyboardInterrupt:
                     pass  # landed in the bookkeeping: _serve_one finishes the job
         finally:
-            _workers.pop(self.thread_id, None)
+            _sleepers.pop(self.thread_id, None)
             self.thread_id = None
 
     def _serve_one(self) -> bool:
@@ -313,30 +407,7 @@ class WorkerThread(CodeThread):
         with self._cond:
             if self._current is None or self.thread_id is None:
                 return  # no code running
-            if self._waiting:
-                self._woken = True
-                self._cond.notify_all()
-            else:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
-                                                           ctypes.py_object(KeyboardInterrupt))
-
-    def wait_until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
-        """On this thread: block until ``done()`` or ``timeout`` seconds;
-        KeyboardInterrupt when interrupted meanwhile."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._waiting = True
-            try:
-                while not (self._woken or self._closing or done()):
-                    left = threading.TIMEOUT_MAX if deadline is None else deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(min(left, threading.TIMEOUT_MAX))
-                if self._woken or self._closing:
-                    self._woken = False
-                    raise KeyboardInterrupt
-            finally:
-                self._waiting = False
+            self._wake_or_inject(self.thread_id)
 
     def _notify(self, _: Any = None) -> None:
         with self._cond:
@@ -366,14 +437,14 @@ def _clear_async_exc(thread_id: int | None) -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
 
 
-_workers: dict[int, WorkerThread] = {}
+_sleepers: dict[int, _Sleeper] = {}  # code threads whose sleeps an interrupt wakes
 _real_sleep = time.sleep
 _sleep_lock = threading.Lock()
 
 
 def _interruptible_sleep(seconds: float) -> None:
-    """``time.sleep`` that a stopped child run wakes (see the module docstring)."""
-    worker = _workers.get(threading.get_ident())
+    """``time.sleep`` that an interrupt of its code thread wakes (see the module docstring)."""
+    worker = _sleepers.get(threading.get_ident())
     if worker is None or type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
         return _real_sleep(seconds)  # also raises what time.sleep raises for bad values
     worker.wait_until(lambda: False, seconds)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -357,8 +358,16 @@ class Run:
         return nb
 
     def interrupt(self) -> None:
-        """Stop the run from any thread (Ctrl-C, the Interrupt button)."""
+        """Stop the run from any thread (Ctrl-C, the Interrupt button, a
+        served caller that went away). Called from another thread than the
+        code's, it also interrupts the code running now (a SIGINT does that
+        on the code's own thread)."""
         self.tree.stopping = self.tree.stopping or "interrupted"
+        code = self.code_thread
+        if isinstance(code, CallerThread) and code.thread_id not in (None, threading.get_ident(),
+                                                                     threading.main_thread().ident):
+            if code.interrupt():
+                return  # the interrupted cell ends its step, and the step the run, as at Ctrl-C
         task, loop = self._task, self._loop
         if task is not None and loop is not None:
             loop.call_soon_threadsafe(task.cancel)

@@ -261,9 +261,13 @@ async def run_cell(run: StepHost, cell: NotebookNode) -> CellResult:
         return run_guarded(options.no_network_in_code, lambda: run.executor.execute(
             cell.source, cell_id=cell.id, view_limit=options.max_output_chars))
 
+    cancelled = False
     try:
         result = await run.code_thread.run(execute)
     except KeyboardInterrupt:
+        result = CellResult([], "interrupted", None, "KeyboardInterrupt", 0, 0.0, "KeyboardInterrupt")
+    except asyncio.CancelledError:  # the run was stopped as the cell was about to run: it ends marked
+        cancelled = True
         result = CellResult([], "interrupted", None, "KeyboardInterrupt", 0, 0.0, "KeyboardInterrupt")
     finally:
         if timer is not None:
@@ -282,6 +286,8 @@ async def run_cell(run: StepHost, cell: NotebookNode) -> CellResult:
         write_records(meta, subcalls)
     run.report.cell_finished(cell)
     run.report.status(force=True)
+    if cancelled:
+        raise asyncio.CancelledError
     return result
 
 

@@ -48,6 +48,10 @@ class RunView(Protocol):
     def notebook(self, result: RunResult | None = None) -> NotebookNode:
         """The run's trajectory notebook as it stands."""
 
+    def interrupt(self) -> None:
+        """Stop the run, from any thread, as an interrupt does (a sink that
+        hears its caller went away may ask)."""
+
 
 class Sink:
     """Receives a run's events; every method is a no-op here.
