@@ -17,3 +17,20 @@ def test_the_documents_benchmark_measures_both_sides(tmp_path):
     text, markdown = format_text(results), format_markdown(results)
     assert "pages per second" in text and "cached reload" in text and "peak memory" in text
     assert markdown.startswith("## Loading documents\n\n`rlm-kernel bench documents`") and "| ours |" in markdown
+
+
+def test_the_command_writes_its_section(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).with_name("rlm-kernel"))
+    md = tmp_path / "BENCHMARKS.md"
+    args = [cli, "bench", "documents", "--repeats", "1", "--books", "2", "--essays", "1", "--tmpdir", str(tmp_path)]
+    done = subprocess.run([*args, "--write-md", str(md), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "pages per second" in done.stdout and "<!-- bench:documents -->" in md.read_text()
+    data = json.loads(subprocess.run([*args, "--json", "--quiet"], capture_output=True, text=True,
+                                     timeout=600).stdout)
+    assert data["benchmark"] == "documents" and data["corpus"]["pdfs"] == 3

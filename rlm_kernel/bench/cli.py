@@ -185,6 +185,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     group = documents.add_argument_group("documents")
     group.add_argument("--repeats", type=_positive_int, default=3, help="turns, each side once (default 3)")
     group.add_argument("--tmpdir", help="where the corpus is written and kept (default: the system temp dir)")
+    group.add_argument("--books", type=_positive_int, help="a smaller corpus: the Bible's first N books only")
+    group.add_argument("--essays", type=_positive_int, help="a smaller corpus: the first N essays only")
     group.add_argument("--compare", action="store_true",
                        help="instead: the candidate converters of each format side by side (docs/documents.md)")
     _common(documents)
@@ -269,7 +271,8 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
 
         if args.compare:
             return _compare_converters(args, progress)
-        results = module.run_documents(repeats=args.repeats, where=args.tmpdir, progress=progress)
+        results = module.run_documents(repeats=args.repeats, where=args.tmpdir, progress=progress, books=args.books,
+                                       essays=args.essays)
     elif name == "load":
         from . import load as module
 
