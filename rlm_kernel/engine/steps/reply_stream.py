@@ -131,6 +131,8 @@ class ReplyStream(StreamListener):
         self._call: asyncio.Future[Completion] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._whole = False  # the provider said the content is complete
+        self._parsed_upto = -1  # deltas read when _ready last parsed the prefix (-1: never)
+        self._settled_at = 0  # segments settled then
 
     def attach(self, call: asyncio.Future[Completion]) -> None:
         """The root call whose reply this is."""
@@ -251,6 +253,8 @@ class ReplyStream(StreamListener):
             return whole[len(self._settled)] if len(self._settled) < len(whole) else None
         if not self.early:
             return None
+        if not self._may_settle():
+            return None
         prefix = self._prefix()
         if prefix.thinking_may_close and not runs_early(self.model):
             return None
@@ -258,6 +262,18 @@ class ReplyStream(StreamListener):
         last = max((i + 1 for i, s in enumerate(segments) if s.kind == "code" and s.closed), default=0)
         done = len(self._settled)
         return segments[done] if done < last else None
+
+    def _may_settle(self) -> bool:
+        """Whether the deltas since the last parse could settle a segment: a
+        code block closes only at a newline after its fence line, and thinking
+        changes only at a tag (or a reasoning delta); other deltas (most
+        tokens) leave the answer as it was, so the prefix is not parsed again."""
+        seen, self._parsed_upto = self._parsed_upto, len(self._content)
+        if not 0 <= seen <= len(self._content) or len(self._settled) != self._settled_at:
+            self._settled_at = len(self._settled)
+            return True
+        return any(r or "\n" in c or "<" in c or ">" in c
+                   for c, r in zip(self._content[seen:], self._reasoning[seen:]))
 
     def _publish(self) -> None:
         """Tell the sinks what the reply has written so far."""
