@@ -85,7 +85,7 @@ def test_impossible_parameters_are_refused(changes: dict, says: str) -> None:
 def test_both_libraries_run_the_script_to_its_answer() -> None:
     from rlm_kernel.bench.realistic import format_markdown, format_text, run_realistic
 
-    results = run_realistic(TINY)
+    results = run_realistic(TINY, no_stream_too=True)
     script = make_script(TINY)
     ideal = script.ideal()["ideal_s"]
     assert math.isclose(results["script"]["ideal"]["ideal_s"], ideal)
@@ -116,7 +116,14 @@ def test_both_libraries_run_the_script_to_its_answer() -> None:
     targets = results["summary"]["targets"]
     assert math.isclose(targets["rlms_to_ours"]["value"], walls["rlms"] / walls["ours"])
     assert targets["ours_to_ideal"]["met"] == (walls["ours"] / ideal <= 1.1)
+    cpu = {name: results["runs"][name]["cpu_s"] for name in ("ours", "rlms")}
+    assert math.isclose(targets["cpu_ours_to_rlms"]["value"], cpu["ours"] / cpu["rlms"])
+    # ours again with --no-stream: the same script to its answer, its replies read whole
+    whole = results["no_stream"]
+    assert whole["run"]["answer"] == script.expected_answer and whole["server"]["streamed"] == 0
+    assert results["summary"]["no_stream"]["cpu_s"] == whole["cpu_s"] > 0
     text = format_text(results)
+    assert "ours with --no-stream" in text and "what streaming costs" in text and "ours / rlms" in text
     assert "Script (fixed before measuring):" in text and "seed 3; 3 root steps" in text
     assert "rlms / ours" in text and "critical-path ideal" in text
     assert "## Realistic run" in format_markdown(results)

@@ -139,6 +139,8 @@ def _realistic_options(parser: argparse.ArgumentParser) -> None:
                        help="run only this library (repeatable; default both)")
     group.add_argument("--ours-concurrency", type=_positive_int, metavar="N",
                        help="a diagnosis: run ours with this many sub-calls in flight instead of its default")
+    group.add_argument("--no-stream-too", action="store_true",
+                       help="also run ours with --no-stream (replies read whole): what streaming costs in CPU")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -261,7 +263,8 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
         params = module.Params(seed=args.seed, steps=args.steps, batches=args.batches, prompts=args.prompts,
                                time_scale=args.time_scale)
         ours = {"concurrency": args.ours_concurrency} if args.ours_concurrency else None
-        results = module.run_realistic(params, harnesses=args.harnesses, ours_options=ours, progress=progress)
+        results = module.run_realistic(params, harnesses=args.harnesses, ours_options=ours, progress=progress,
+                                       no_stream_too=args.no_stream_too)
     elif name == "sandbox":
         from . import sandbox as module
 

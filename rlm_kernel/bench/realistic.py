@@ -15,6 +15,10 @@ slowest sub-call), and where the rest went, from the server's log of every
 request: from ``completion()`` to the first root request, from a reply's last
 token to the next root request, each batch from its first sub-call sent to
 its last answered, and from the last reply to ``completion()`` returning.
+Beside the wall time, the CPU time of each process during ``completion()``
+(on two cores, CPU a run takes is taken from the person's own cells and the
+page), ours against rlms; ``no_stream_too`` runs ours once more with
+``--no-stream``, replies read whole as rlms reads them: what streaming costs.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .realistic_script import (
 
 HARNESSES = ("ours", "rlms")
 IDEAL_TARGET = 1.1  # ours / the critical-path ideal
+CPU_TARGET = 2.0  # ours / rlms, CPU time during completion()
 
 
 def child_realistic(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +69,7 @@ def child_realistic(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def run_realistic(params: Params | None = None, *, harnesses: tuple[str, ...] | list[str] | None = None,
                   ours_options: dict[str, Any] | None = None, progress: Progress = quiet,
-                  timeout: float = 1800.0) -> dict[str, Any]:
+                  timeout: float = 1800.0, no_stream_too: bool = False) -> dict[str, Any]:
     """Run the script through each library; return the figures and verdicts.
     ``ours_options`` (e.g. ``{"concurrency": 128}``) changes our settings for
     a diagnosis; the report then says ours did not run at its defaults."""
@@ -88,20 +93,25 @@ def run_realistic(params: Params | None = None, *, harnesses: tuple[str, ...] | 
         "script": script.describe(), "runs": {},
     }
     progress("the script, fixed before measuring:\n  " + "\n  ".join(script_lines(results)))
-    for name in wanted:
-        progress(f"{name}: running the script ({params.steps} root steps, ideal "
+    plan = [(name, name, dict(ours_options or {})) for name in wanted]
+    if no_stream_too and "ours" in wanted:
+        plan.append(("ours --no-stream", "ours", {**(ours_options or {}), "no_stream": True}))
+    for label, name, options in plan:
+        progress(f"{label}: running the script ({params.steps} root steps, ideal "
                  f"{script.ideal()['ideal_s']:.1f} s) ...")
         responder = ScriptResponder(script)
         server = BenchServer(responder).start()
         try:
-            cfg = {"harness": name, "url": server.url, "params": asdict(params),
-                   "ours_options": dict(ours_options or {})}
+            cfg = {"harness": name, "url": server.url, "params": asdict(params), "ours_options": options}
             child = run_child("rlm_kernel.bench.realistic:child_realistic", cfg, timeout=timeout)
         finally:
             server.stop()
         child["server"] = timeline(responder, child, script)
-        results["runs"][name] = child
-        progress(f"{name}: {child['wall_s']:.2f} s")
+        if label == name:
+            results["runs"][name] = child
+        else:
+            results["no_stream"] = child
+        progress(f"{label}: {child['wall_s']:.2f} s, CPU {child['cpu_s']:.2f} s")
     _check(results, script)
     results["summary"] = summarize(results)
     return results
@@ -160,7 +170,10 @@ def _check(results: dict[str, Any], script: RealisticScript) -> None:
     """Both libraries must have done the scripted work, or the times mean nothing."""
     problems = []
     expected = script.describe()
-    for name, child in results["runs"].items():
+    runs = dict(results["runs"])
+    if "no_stream" in results:
+        runs["ours --no-stream"] = results["no_stream"]
+    for name, child in runs.items():
         seen = child["server"]
         answer = child["run"].get("answer")
         if answer != script.expected_answer:
@@ -171,8 +184,8 @@ def _check(results: dict[str, Any], script: RealisticScript) -> None:
             problems.append(f"{name} made {seen['subcalls']} sub-calls ({seen['unknown_prompts']} with prompts "
                             f"not in the script, {seen['other_requests']} to other models), expected "
                             f"{expected['subcalls']}")
-        if name == "ours" and child["run"].get("reason") != "final":
-            problems.append(f"ours ended with reason {child['run'].get('reason')!r}, not 'final'")
+        if name.startswith("ours") and child["run"].get("reason") != "final":
+            problems.append(f"{name} ended with reason {child['run'].get('reason')!r}, not 'final'")
     if problems:
         raise BenchError("a library did not do the scripted work:\n  " + "\n  ".join(problems))
 
@@ -196,6 +209,14 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     if ours and rlms:
         speedup = rlms["wall_s"] / ours["wall_s"]
         targets["rlms_to_ours"] = {"value": speedup, "target": "> 1 (ours faster)", "met": speedup > 1}
+        cpu = results["runs"]["ours"]["cpu_s"] / results["runs"]["rlms"]["cpu_s"]
+        targets["cpu_ours_to_rlms"] = {"value": cpu, "target": f"<= {CPU_TARGET:g}", "met": cpu <= CPU_TARGET}
+    whole = results.get("no_stream")
+    if whole is not None:
+        out["no_stream"] = {"wall_s": whole["wall_s"], "cpu_s": whole["cpu_s"]}
+        if rlms:
+            targets["cpu_no_stream_to_rlms"] = {"value": whole["cpu_s"] / results["runs"]["rlms"]["cpu_s"],
+                                                "target": "reported", "met": None}
     out["targets"] = targets
     return out
 

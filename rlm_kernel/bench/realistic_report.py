@@ -11,6 +11,8 @@ _TARGET_LABELS = {
     "ours_to_ideal": "ours / the critical-path ideal",
     "rlms_to_ideal": "rlms / the critical-path ideal",
     "rlms_to_ours": "rlms / ours (how much faster ours is on the same script)",
+    "cpu_ours_to_rlms": "CPU time during completion(), ours / rlms",
+    "cpu_no_stream_to_rlms": "CPU time during completion(), ours with --no-stream / rlms",
 }
 
 
@@ -86,8 +88,17 @@ def _rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows += [
         ["  the last reply's last token to completion() returning", *(_s(s["end_s"]) for s in seen)],
         ["CPU time of the process during completion()", *(_s(r["cpu_s"]) for r in runs)],
-        ["peak RSS of the process", *(mib(r["peak_rss_bytes"]) for r in runs)],
     ]
+    whole = results.get("no_stream")
+    if whole is not None:
+        rows.append(["  ours with --no-stream (replies read whole, as rlms reads them)", _s(whole["cpu_s"]),
+                     *("" for _ in runs[1:])])
+        if "ours" in results["runs"]:
+            streamed = results["script"]["reply_tokens_total"]
+            cost = results["runs"]["ours"]["cpu_s"] - whole["cpu_s"]
+            rows.append([f"  what streaming costs: the difference, and per streamed token ({streamed:,})",
+                         f"{_s(cost)}, {cost * 1000 / streamed:.2f} ms", *("" for _ in runs[1:])])
+    rows.append(["peak RSS of the process", *(mib(r["peak_rss_bytes"]) for r in runs)])
     return ["", *names], rows
 
 
