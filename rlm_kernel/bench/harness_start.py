@@ -17,7 +17,10 @@ takes to its first root request and its answer, ours beside ``rlms``.
   first root request; and whether the cell said "Loading litellm".
 
 Every child gets ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (as the kernel and CLI
-set it themselves); times are medians of ``repeats`` fresh starts.
+set it themselves) and may write its compiled bytecode; one untimed round
+first leaves it in place, as any start after a person's first finds it (with
+``PYTHONDONTWRITEBYTECODE`` set, as on some machines, every start compiled
+our modules again). Times are medians of ``repeats`` fresh starts.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def _final(harness: str) -> str:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("RLM_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -132,8 +136,10 @@ def _until_idle(kc: Any, msg_id: str, timeout: float) -> tuple[list[str], str | 
 
 
 def run_starts(*, repeats: int = 3, harnesses: tuple[str, ...] | list[str] = ("ours", "rlms"),
-               progress: Progress = quiet, timeout: float = 300.0) -> dict[str, Any]:
-    """Each start ``repeats`` times, one after the other; the figures."""
+               progress: Progress = quiet, timeout: float = 300.0, untimed_round: bool = True,
+               typing_s: float = TYPING_S) -> dict[str, Any]:
+    """Each start ``repeats`` times, one after the other (after an untimed
+    round, unless ``untimed_round`` is False); the figures."""
     router = Router()
     for name in ("ours", "rlms", "kernel"):
         router.roots[f"start-{name}"] = lambda step, body, name=name: _final(name)
@@ -145,9 +151,11 @@ def run_starts(*, repeats: int = 3, harnesses: tuple[str, ...] | list[str] = ("o
         with tempfile.TemporaryDirectory(prefix="rlm-bench-start-") as tmp:
             context = Path(tmp, "context.txt")
             context.write_text(CONTEXT)
-            for i in range(repeats):
-                progress(f"cold starts {i + 1}/{repeats}: litellm alone, ours (rlm-kernel run)"
-                         f"{', rlms' if 'rlms' in harnesses else ''}, an RLM kernel twice ...")
+            first = 0 if untimed_round else 1
+            for i in range(first, repeats + 1):
+                progress(f"cold starts {i}/{repeats}{' (untimed: bytecode compiled)' if i == 0 else ''}: litellm "
+                         f"alone, ours (rlm-kernel run){', rlms' if 'rlms' in harnesses else ''}, an RLM kernel "
+                         "twice ...")
                 runs["litellm"].append(_timed([py, "-c", _LITELLM_ALONE], tmp, timeout))
                 if "ours" in harnesses:
                     cli = _timed([py, "-m", "rlm_kernel.cli", "run", "--context", str(context), "--query", QUERY,
@@ -157,7 +165,7 @@ def run_starts(*, repeats: int = 3, harnesses: tuple[str, ...] | list[str] = ("o
                     cli["answer"] = cli["output"].strip().splitlines()[-1:] == ["done"]
                     runs["ours"].append(cli)
                     runs["kernel_at_once"].append(_kernel_start(server.url, router, tmp, 0.0, timeout))
-                    runs["kernel_after_typing"].append(_kernel_start(server.url, router, tmp, TYPING_S, timeout))
+                    runs["kernel_after_typing"].append(_kernel_start(server.url, router, tmp, typing_s, timeout))
                 if "rlms" in harnesses:
                     peer = _timed([py, "-c", _RLMS_RUN, server.url, str(context), QUERY], tmp, timeout)
                     peer["first_request_s"] = _first_request_after(router, "start-rlms", peer["started"])
@@ -165,8 +173,11 @@ def run_starts(*, repeats: int = 3, harnesses: tuple[str, ...] | list[str] = ("o
                     runs["rlms"].append(peer)
     finally:
         server.stop()
+    if untimed_round:
+        for name in runs:
+            runs[name][:1] = []
     _check(runs)
-    return {"repeats": repeats, "typing_s": TYPING_S, "runs": runs, "summary": summarize_starts(runs)}
+    return {"repeats": repeats, "typing_s": typing_s, "runs": runs, "summary": summarize_starts(runs, typing_s)}
 
 
 def _check(runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -183,7 +194,7 @@ def _check(runs: dict[str, list[dict[str, Any]]]) -> None:
         raise BenchError("a cold start did not do the scripted work:\n  " + "\n  ".join(problems))
 
 
-def summarize_starts(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def summarize_starts(runs: dict[str, list[dict[str, Any]]], typing_s: float = TYPING_S) -> dict[str, Any]:
     def med(name: str, key: str) -> float | None:
         return median(r[key] for r in runs[name] if r.get(key) is not None) if runs[name] else None
 
@@ -197,6 +208,7 @@ def summarize_starts(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "kernel_loading_notes": sum(1 for r in runs["kernel_at_once"] + runs["kernel_after_typing"]
                                     if r["loading_note"]),
         "kernel_typed_loading_notes": sum(1 for r in runs["kernel_after_typing"] if r["loading_note"]),
+        "typing_s": typing_s,
     }
     cli, alone = out["ours_cli_s"], out["litellm_import_s"]
     over = cli - alone if cli is not None and alone is not None else None
@@ -221,7 +233,7 @@ def start_rows(summary: dict[str, Any]) -> list[list[str]]:
         ["  spawn to the first root request", s(summary["ours_first_request_s"]), s(summary["rlms_first_request_s"])],
         ["RLM kernel: start to ready (first kernel_info answered)", s(summary["kernel_ready_s"]), ""],
         ["  %%rlm sent when ready: kernel start to first root request", s(summary["kernel_first_request_s"]), ""],
-        [f"  %%rlm sent {TYPING_S:g} s after ready: the cell's execute to first root request",
+        [f"  %%rlm sent {summary.get('typing_s', TYPING_S):g} s after ready: the cell's execute to first root request",
          s(summary["kernel_typed_first_request_s"]), ""],
         ["  of those typed cells, how many said \"Loading litellm\"", str(summary["kernel_typed_loading_notes"]), ""],
     ]
