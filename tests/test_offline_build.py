@@ -11,8 +11,12 @@ the real model's server once a build is done."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +42,22 @@ from rlm_kernel.testing.server import Script, ScriptedServer
 PY = sys.executable
 
 
+@pytest.fixture
+def start() -> Iterator[Callable[..., subprocess.Popen]]:
+    """``start_build`` whose builds never outlive the test (each in a session of its own)."""
+    builders: list[subprocess.Popen] = []
+
+    def run(*args: object) -> subprocess.Popen:
+        builders.append(start_build(*args))
+        return builders[-1]
+
+    yield run
+    for builder in builders:
+        if builder.poll() is None:
+            os.killpg(builder.pid, signal.SIGKILL)
+            builder.wait()
+
+
 def _lab_env(state: Path, api_base: str = "http://127.0.0.1:9/v1") -> dict[str, str]:
     return {STATE_ENV: str(state), "RLM_MODEL": offline.MODEL, "RLM_API_BASE": api_base}
 
@@ -59,10 +79,10 @@ def test_the_pins_are_the_smoke_extras_and_the_hints():
     assert [c[-1] for c in commands] == [LLAMA_CPP, WEIGHTS] and "--no-deps" in commands[1]
 
 
-def test_a_build_behind_the_lab_says_how_far_it_is_until_the_server_is_up(tmp_path):
+def test_a_build_behind_the_lab_says_how_far_it_is_until_the_server_is_up(tmp_path, start):
     state, log, done = tmp_path / "build.json", tmp_path / "build.log", tmp_path / "done"
     wait_for_file = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.05)\nprint('compiled')"
-    builder = start_build(state, log, [[PY, "-c", wait_for_file], [PY, "-c", "print('weights')"]])
+    builder = start(state, log, [[PY, "-c", wait_for_file], [PY, "-c", "print('weights')"]])
     env = _lab_env(state)
     wait_for(lambda: building(read_state(state)), what="the build's state")
     said = _refusal(env)
@@ -83,9 +103,9 @@ def test_a_build_behind_the_lab_says_how_far_it_is_until_the_server_is_up(tmp_pa
     assert _refusal({**env, STATE_ENV: str(tmp_path / "no-such-file")}) is None
 
 
-def test_a_failed_or_abandoned_build_is_said_with_its_log(tmp_path):
+def test_a_failed_or_abandoned_build_is_said_with_its_log(tmp_path, start):
     state, log = tmp_path / "build.json", tmp_path / "build.log"
-    builder = start_build(state, log, [[PY, "-c", "import sys; sys.exit('no compiler found')"]])
+    builder = start(state, log, [[PY, "-c", "import sys; sys.exit('no compiler found')"]])
     assert builder.wait(30) != 0
     said = _refusal(_lab_env(state))
     assert said.startswith("The offline model could not be built (no compiler found; log: ")
@@ -96,13 +116,13 @@ def test_a_failed_or_abandoned_build_is_said_with_its_log(tmp_path):
 
 
 @pytest.mark.kernel
-def test_a_kernel_cell_says_the_model_is_being_built_then_runs_once_it_is_ready(tmp_path):
+def test_a_kernel_cell_says_the_model_is_being_built_then_runs_once_it_is_ready(tmp_path, start):
     """A real RLM kernel with a lab's settings: its %%rlm cell ends with the
     sentence while the build goes on, and runs once the state says ready
     (the scripted server stands in for llama.cpp's)."""
     state, log, done = tmp_path / "build.json", tmp_path / "build.log", tmp_path / "done"
     wait_for_file = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.05)"
-    builder = start_build(state, log, [[PY, "-c", wait_for_file]])
+    builder = start(state, log, [[PY, "-c", wait_for_file]])
     with ScriptedServer(Script(root=[repl("FINAL('from the offline model')")])) as server:
         kernel = Kernel("rlm", tmp_path, env=clean_env(**{**_lab_env(state, server.url), "RLM_MODEL": ROOT}))
         try:
