@@ -213,7 +213,8 @@ def format_markdown(results: dict[str, Any]) -> str:
     return ("## Loading documents\n\n`rlm-kernel bench documents`: a folder of real documents loaded by "
             "`load_context` (worker processes, a fresh content-hash cache, then the same load from it) against "
             "the chosen converters called file by file in one process; each side in a fresh process with the "
-            f"libraries imported before the clock starts. {_corpus_line(results)}.\n\n"
+            f"libraries imported before the clock starts. {_corpus_line(results)}. The speed ratio needs the "
+            "machine's CPUs free (see the load average below); the CPU row is our overhead whatever the load.\n\n"
             + md_table(_rows(results), HEADER))
 
 
