@@ -32,6 +32,7 @@ from .engine.runs.options import parse_query_cell
 from .engine.steps.vision import StepImages, takes_images
 from .engine.trajectory.cells import is_agent_cell, rlm_meta
 from .engine.trajectory.cells import source as cell_source
+from .engine.trajectory.schema import check_readable
 from .errors import RLMError
 from .sinks.journal import SUFFIX, read_journal
 
@@ -55,11 +56,11 @@ def read_notebook(path: str) -> NotebookNode:
     if not file.is_file():
         raise RLMError(f"No such notebook: {path!r}.")
     try:
-        if file.name.endswith(SUFFIX):
-            return read_journal(file)
-        return nbformat.read(file, as_version=4)
+        nb = read_journal(file) if file.name.endswith(SUFFIX) else nbformat.read(file, as_version=4)
     except Exception as error:  # noqa: BLE001 - any parse problem is the same one-sentence error
         raise RLMError(f"{path!r} is not a readable notebook ({type(error).__name__}).") from None
+    check_readable(nb, repr(path))
+    return nb
 
 
 def default_cell(cells: list[Any]) -> int:

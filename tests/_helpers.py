@@ -31,6 +31,7 @@ def clean_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, 
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.endswith("_API_KEY") and not k.startswith("RLM_") and k != "JPY_SESSION_NAME"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env["RLM_CHECK_TRAJECTORY"] = "1"  # every notebook a test's run writes follows the trajectory schema
     env.update(extra)
     return env
 

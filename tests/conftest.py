@@ -12,6 +12,9 @@ import threading
 
 # Before anything imports litellm: never fetch the cost map from the internet.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# Every notebook a run in a test writes is checked against the trajectory schema
+# (rlm_kernel/engine/trajectory/trajectory.schema.json) before it is written.
+os.environ["RLM_CHECK_TRAJECTORY"] = "1"
 
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402

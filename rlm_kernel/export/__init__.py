@@ -68,13 +68,25 @@ def load_notebook(path: str | os.PathLike[str]) -> dict[str, Any]:
     if data.get("nbformat") == 4:
         if not all(isinstance(c, dict) for c in data["cells"]) or not isinstance(data.get("metadata", {}), dict):
             raise ExportError(f"{name!r} is not a readable Jupyter notebook (its cells or metadata are malformed).")
+        _check_format(data, name)
         return data  # importing nbformat costs seconds; a v4 file is read as it is
     import nbformat
 
     try:
-        return nbformat.reads(text, as_version=4)
+        nb = nbformat.reads(text, as_version=4)
     except Exception as error:  # nbformat raises several kinds for a malformed notebook
         raise ExportError(f"{name!r} is not a readable Jupyter notebook ({str(error).splitlines()[0]}).") from None
+    _check_format(nb, name)
+    return nb
+
+
+def _check_format(nb: Any, name: str) -> None:
+    from ..engine.trajectory.schema import check_readable
+
+    try:
+        check_readable(nb, repr(name))
+    except RLMError as error:
+        raise ExportError(str(error)) from None
 
 
 def export_notebook(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 from nbformat import NotebookNode
 
+from ..engine.trajectory.schema import check_when_asked
 from ..engine.trajectory.sink import Sink
 from ..errors import RLMError
 from ..redaction import redact
@@ -66,6 +67,7 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], validate: boo
     """Write atomically (a reader never sees half a notebook)."""
     if validate:
         nbformat.validate(nb)
+        check_when_asked(nb)  # the trajectory schema too, when the test suite asks
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -12,6 +12,7 @@ from nbformat import NotebookNode
 from ..._version import __version__
 from ..._words import plural
 from .cells import THINKING_OPEN
+from .schema import FORMAT
 
 ANSWER_PREVIEW_CHARS = 4000
 
@@ -167,7 +168,7 @@ def new_notebook(cells: list[NotebookNode], run_record: dict[str, Any]) -> Noteb
     nb.metadata.update({
         "kernelspec": {"name": "rlm", "display_name": "RLM (Python 3)", "language": "python"},
         "language_info": {"name": "python"},
-        "rlm": {"version": __version__, "runs": [run_record]},
+        "rlm": {"format": FORMAT, "version": __version__, "runs": [run_record]},
     })
     nb.cells = list(cells)
     return nb
