@@ -38,6 +38,7 @@ class RLM:
         self.options = resolve({"model": model, "sub_model": sub_model, **options})
         remember_secret(self.options.api_key)
         remember_secret(self.options.sub_api_key)
+        remember_secret(self.options.gateway_token)
         self.client = model_client(self.options)
         self.check = check
 
@@ -87,7 +88,7 @@ class RLM:
         answers and variables. ``context`` None then reloads the context
         from the paths the notebook recorded.
         """
-        context, sources = _loaded(context, sources)
+        context, sources = _loaded(context, sources, there=self.options.executor == "gateway")
         if follow_up is not None:
             return self._follow_up(follow_up, context, query, output=output, sources=sources, sink=sink,
                                    approver=approver)
@@ -165,8 +166,13 @@ class RLM:
     def _run_headless(self, output: str | os.PathLike[str] | None, sink: Sink | None, start: RunStart, *,
                       query: str, context: Any, approver: Approver | None) -> RunResult:
         executor = self._executor(output)
-        if self.options.sandbox:
-            executor.bind_context_files(list(start.sources) if start.sources else None)  # type: ignore[attr-defined]
+        if hasattr(executor, "bind_context_files"):
+            executor.bind_context_files(list(start.sources) if start.sources else None)
+        try:
+            context = _there(executor, context)
+        except BaseException:
+            executor.close()
+            raise
         frontends = Frontends(notebook=output, journal=None if output is None else journal_path(output),
                               sinks=[sink] if sink is not None else [])
         try:
@@ -182,12 +188,25 @@ class RLM:
 
 
     def _executor(self, output: str | os.PathLike[str] | None) -> Executor:
-        if not self.options.sandbox:
+        home = remote_home(self.options, output)
+        if home is None:
             return ShellExecutor(new_headless_shell(), passthrough=False)
-        from .sandbox.executor import SandboxExecutor, sandbox_spec
+        from .remote.executor import RemoteExecutor
 
-        folder = os.path.dirname(os.path.abspath(output)) if output is not None else None
-        return SandboxExecutor(sandbox_spec(self.options, folder))
+        return RemoteExecutor(home)
+
+
+def remote_home(options: Any, output: str | os.PathLike[str] | None = None) -> Any:
+    """Where a run's code runs when not here: a sandbox's or a gateway's kernel (None: here)."""
+    if options.executor == "gateway":
+        from .gateway.home import gateway_spec
+
+        return gateway_spec(options)
+    if options.sandbox or options.executor == "sandbox":
+        from .sandbox.launcher import sandbox_spec
+
+        return sandbox_spec(options, os.path.dirname(os.path.abspath(output)) if output is not None else None)
+    return None
 
 
 def _signature() -> inspect.Signature:
@@ -205,16 +224,34 @@ def _signature() -> inspect.Signature:
 RLM.__init__.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
-def _loaded(context: Any, sources: Sequence[str] | None) -> tuple[Any, Sequence[str] | None]:
+def _loaded(context: Any, sources: Sequence[str] | None, there: bool = False) -> tuple[Any, Sequence[str] | None]:
     """``context`` loaded when it names files (paths, never a plain str: that
-    is the text itself), and the sources it came from."""
+    is the text itself), and the sources it came from. ``there``: paths are
+    read where a gateway's kernel runs, later (``gateway.context.Paths``)."""
     from .context.files import load_context, sources_of
 
     named = [context] if isinstance(context, os.PathLike) else context
+    if there and type(named).__name__ == "Paths":
+        return named, sources or list(named)
     if isinstance(named, (list, tuple)) and named and all(isinstance(p, os.PathLike) for p in named):
+        if there:
+            from .gateway.context import Paths
+
+            paths = Paths([os.fspath(p) for p in named])
+            return paths, sources or list(paths)
         loaded = load_context([os.fspath(p) for p in named])
         return loaded.value, sources or loaded.sources
     return context, sources or sources_of(context)
+
+
+def _there(executor: Any, context: Any) -> Any:
+    """Paths for a gateway's kernel: loaded there now (the root model's first
+    message says what they hold); any other context is handed over as it is."""
+    if type(context).__name__ != "Paths":
+        return context
+    from .gateway.context import load_there
+
+    return load_there(executor, context)
 
 
 def context_cell(sources: Sequence[str] | None) -> NotebookNode:

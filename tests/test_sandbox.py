@@ -224,7 +224,7 @@ def test_images_and_background_jobs_work_from_inside(tmp_path):
     assert result.reason == "final", result.error
     assert result.answer == ["saw slow 0", "saw slow 1", "saw slow 2"]
     first, second = _code_cells(result)
-    assert "saw describe | ['saw chart', 'saw plain'] | SandboxJob" in cell_text(first), cell_text(first)
+    assert "saw describe | ['saw chart', 'saw plain'] | RemoteJob" in cell_text(first), cell_text(first)
     assert "3 True" in cell_text(second)
     assert len(sub_images) == 3 + 1 and {(i.width, i.height) for i in sub_images} >= {(30, 30), (40, 20)}
     # display(fig), and the inline backend showing the figure left open at the cell's end, as in any kernel

@@ -32,10 +32,10 @@ def _start_once(sandboxed: bool, folder: Path) -> float:
 
     started = time.perf_counter()
     if sandboxed:
-        from ..sandbox.executor import SandboxExecutor
+        from ..remote.executor import RemoteExecutor
         from ..sandbox.launcher import SandboxSpec
 
-        executor: Any = SandboxExecutor(SandboxSpec(folder=folder))
+        executor: Any = RemoteExecutor(SandboxSpec(folder=folder))
     else:
         executor = ShellExecutor(new_headless_shell(), passthrough=False)
     try:

@@ -74,20 +74,23 @@ class CellRun:
         parent = (kernel.get_parent("shell") or {}) if kernel is not None else {}
         anchor = anchor or (parent.get("metadata") or {}).get("cellId")
         given = given if given is not None else options.given(args)
-        run_options = options.resolve({**given, "sandbox": True} if shared is not None else given)
+        # the sandboxed or gateway-backed kernel: its runs are what it is, whatever the cell says
+        run_options = options.resolve({**given, **shared.spec.forced_options()} if shared is not None else given)
         channel = getattr(kernel, "rlm_channel", None)
         live = channel is not None and channel.attached
-        if run_options.sandbox:
-            from ..sandbox.executor import SandboxExecutor, sandbox_spec
+        from ..api import remote_home
 
-            spec = sandbox_spec(run_options) if shared is None else None
+        home = remote_home(run_options) if shared is None else shared.spec
+        if home is not None:
             if kernel is not None:
-                from .sandboxed import KernelSandboxExecutor
+                from .sandboxed import KernelRemoteExecutor
 
-                executor: Any = KernelSandboxExecutor(kernel, channel if live else None, run_id="", spec=spec,
-                                                      shared=shared)
+                executor: Any = KernelRemoteExecutor(kernel, channel if live else None, run_id="",
+                                                     spec=home if shared is None else None, shared=shared)
             else:
-                executor = SandboxExecutor(spec)
+                from ..remote.executor import RemoteExecutor
+
+                executor = RemoteExecutor(home)
             if shared is None:
                 executor.bind_context_files(sources)
                 executor.context_encoding = getattr(getattr(shell, "rlm_magics", None), "context_encoding", "utf-8")
@@ -146,7 +149,7 @@ class CellRun:
 
         from ..sinks.notebook import trajectory_notebook
 
-        self.run.executor.close()  # a sandboxed run's confined kernel ends with it
+        self.run.executor.close()  # a sandboxed or gateway run's kernel ends with it
         if self.session is not None:
             self.session.active_run = None
             self.session.person_cells.install_helpers()

@@ -1,28 +1,29 @@
-"""``%%rlm --sandbox`` in the RLM kernel: the generated cells run in a
-confined execution kernel (``sandbox/``), and what they print, display or
+"""``%%rlm --sandbox`` (or ``--executor gateway``) in the RLM kernel: the
+generated cells run in another kernel (a confined one, ``sandbox/``, or one a
+Jupyter gateway started, ``gateway/``), and what they print, display or
 raise is published again on this kernel's iopub under the cell's synthetic
-parent header, so the page shows it live in the cell as for an unconfined
-step. Sub-call views are this kernel's own widgets (the sub-calls run here)."""
+parent header, so the page shows it live in the cell as for a local step.
+Sub-call views are this kernel's own widgets (the sub-calls run here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..engine.execution.executors import CellResult, install_shell_hooks
-from ..sandbox.executor import SandboxExecutor
+from ..remote.executor import RemoteExecutor
 from ..sandbox.outputs import ask_person, republish
 from ..sinks.live import LiveChannel
 from .executor import step_parent
 
 
-class KernelSandboxExecutor(SandboxExecutor):
+class KernelRemoteExecutor(RemoteExecutor):
     passthrough = True
 
     def __init__(self, kernel: Any, channel: LiveChannel | None, run_id: str, spec: Any,
-                 shared: SandboxExecutor | None = None, **kwargs: Any) -> None:
+                 shared: RemoteExecutor | None = None, **kwargs: Any) -> None:
         super().__init__(shared.spec if shared is not None else spec, **kwargs)
         self.shared = shared
-        if shared is not None:  # the sandboxed kernel's one confined kernel, where the person's cells run too
+        if shared is not None:  # the kernel's one kernel behind it, where the person's cells run too
             self.start()
             self.jobs = shared.jobs  # a handle a run's cell made still answers in a person's cell
             self.context_inside = True
@@ -74,4 +75,4 @@ class KernelSandboxExecutor(SandboxExecutor):
         return ask_person(self.kernel, prompt, password)
 
 
-__all__ = ["KernelSandboxExecutor"]
+__all__ = ["KernelRemoteExecutor"]

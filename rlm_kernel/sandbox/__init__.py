@@ -3,8 +3,9 @@
 An ordinary ipykernel runs under bubblewrap (``launcher.py``: no network,
 read-only files but one folder and a private temp folder, a scrubbed
 environment, memory and CPU limits, dies with its parent), driven over
-jupyter_client's ipc transport. ``executor.py`` is the engine's executor
-for it; ``inside.py`` is what runs in the confined kernel (the limits, the
-helpers, ``FINAL`` and the ``answer`` dict, sub-calls sent out through the
-stdin channel). See docs/architecture.md and README's Trust section.
+jupyter_client's ipc transport. ``launcher.SandboxSpec`` is that kernel's
+home for the remote executor (``remote/executor.py``, shared with the
+gateway); ``inside.py`` adds the sandbox's limits to the shared inside;
+``context_files.py`` carries a context in. See docs/architecture.md and
+README's Trust section.
 """

@@ -13,36 +13,32 @@ systems, copied into the sandbox's inbox, a folder the confined kernel
 sees read-only. The inside says how many characters it read and a digest
 of their ends; when that is not the value this side holds (the files
 changed since, or ``context`` is not what they held), the value is passed
-through a file instead (``SandboxExecutor.context_file``).
+through a file instead (:meth:`SandboxCourier.context_file`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
+import pickle
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..context.kinds import TEXT
-from .launcher import under
+from ..remote.inside import fingerprint
 
-PROBE_CHARS = 65536
+if TYPE_CHECKING:
+    from ..remote.executor import RemoteExecutor
+
+def hidden_roots() -> list[str]:
+    home = os.path.expanduser("~")
+    roots = ["/tmp", "/run"]
+    if home not in ("/", "") and not any(home == r or home.startswith(r + "/") for r in roots):
+        roots.append(home)
+    return roots
 
 
-def fingerprint(value: Any) -> list[Any] | None:
-    """What the inside checks its load against: the kind, the characters and
-    a digest of each part's ends; None for a value no file load gives."""
-    parts = [value] if isinstance(value, str) else value
-    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
-        return None
-    if any(getattr(p, "kind", "text") not in TEXT for p in parts):
-        return None  # converted documents go in as they are (a pickle), not converted again inside
-    digest = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        digest.update(part[:PROBE_CHARS].encode("utf-8", "surrogatepass"))
-        digest.update(part[-PROBE_CHARS:].encode("utf-8", "surrogatepass"))
-    return ["str" if isinstance(value, str) else "list", sum(len(p) for p in parts), digest.hexdigest()]
+def under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 class Inbox:
@@ -80,4 +76,46 @@ class Inbox:
         return str(target)
 
 
-__all__ = ["Inbox", "fingerprint"]
+class SandboxCourier:
+    """How a run's context reaches the confined kernel: read there from its
+    files (bound or linked into the inbox), else a pickle in the sandbox's
+    state folder (written here, read there; nothing is ever unpickled here)."""
+
+    def __init__(self, executor: RemoteExecutor) -> None:
+        self.executor = executor
+        spec = executor.spec
+        self.spec = spec
+        self.inbox = Inbox(spec.inbox, hidden_roots(), [str(spec.folder.resolve()), str(spec.state.resolve())])
+        self._files = 0
+
+    def bind(self, sources: list[str] | None) -> None:
+        """Before the start: the files a run's context came from, bound read-only at their own paths."""
+        for source in sources or []:
+            try:
+                self.inbox.inside_path(source, can_bind=self.spec.bound)
+            except OSError:
+                pass  # not a file: nothing to bind (the value is handed in through a file)
+
+    def hand_over(self, name: str, value: Any, sources: list[str] | None) -> str | None:
+        executor = self.executor
+        expected = fingerprint(value) if sources else None
+        if expected is not None:
+            bind = None if executor.client is not None else self.spec.bound  # before the start: bound at launch
+            try:
+                paths = [self.inbox.inside_path(source, can_bind=bind) for source in sources or []]
+            except OSError:
+                paths = []
+            if paths and executor.call("read", name, paths, executor.context_encoding, expected) is None:
+                return None
+        return self.context_file(value)
+
+    def context_file(self, value: Any) -> str:
+        self._files += 1
+        path = Path(self.spec.state) / f"context-{self._files}.pickle"
+        with open(path, "wb") as handle:
+            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.chmod(path, 0o600)
+        return str(path)
+
+
+__all__ = ["Inbox", "SandboxCourier", "fingerprint", "hidden_roots", "under"]

@@ -23,8 +23,8 @@ from typing import Any
 from .._deferred_grammar import defer_iri_grammar
 from ..errors import RLMError
 from ..kernel.ipkernel import RLMKernel, _rlm_cell_to_await, _rlm_continue_to_await
+from ..remote.executor import SUBCALLS, RemoteExecutor
 from . import launcher
-from .executor import SUBCALLS, SandboxExecutor
 from .outputs import ask_person, republish
 
 
@@ -44,12 +44,12 @@ def result_summary(result: Any) -> SimpleNamespace:
     return SimpleNamespace(answer=answer.get("json", answer.get("text")), **fields)
 
 
-class ConfinedKernel(SandboxExecutor):
+class ConfinedKernel(RemoteExecutor):
     """The kernel's one confined kernel; a person's cells run in it as they are."""
 
     passthrough = True
 
-    def __init__(self, kernel: Any, spec: launcher.SandboxSpec) -> None:
+    def __init__(self, kernel: Any, spec: Any) -> None:
         super().__init__(spec)
         self.kernel = kernel
         self.parent: dict[str, Any] | None = None  # the request whose outputs are being forwarded
@@ -114,13 +114,9 @@ class Comms:
 
     def __init__(self, confined: ConfinedKernel) -> None:
         self.confined = confined
-        from jupyter_client.blocking import BlockingKernelClient
-
         # a session of its own: manager.client() would share the first client's, whose
         # socket identity the confined kernel's router then sends every reply to
-        self.client = BlockingKernelClient()
-        self.client.load_connection_info(confined.manager.get_connection_info())
-        self.client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        self.client = confined.spec.second_client(confined.manager)
         self.sent: dict[str, dict[str, Any]] = {}  # msg_id -> header, of the messages forwarded in
         self._lock = threading.Lock()
         # the shell socket is used from the main thread and from the page's comm subshell's thread
@@ -181,12 +177,14 @@ class SandboxedRLMKernel(RLMKernel):
         super().__init__(**kwargs)
         from ..engine.runs.options import resolve
 
-        options = resolve({})
-        spec = launcher.SandboxSpec(folder=launcher.Path(os.getcwd()), memory_mb=options.sandbox_memory,
-                                    cpu_seconds=options.sandbox_cpu)
-        self.rlm_sandbox = ConfinedKernel(self, spec)
+        self.rlm_sandbox = ConfinedKernel(self, self.confined_spec(resolve({})))
         for kind in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[kind] = self._comm_handler(kind, self.shell_handlers[kind])
+
+    def confined_spec(self, options: Any) -> Any:
+        """Where the kernel behind this one lives (the gateway's kernel overrides it)."""
+        return launcher.SandboxSpec(folder=launcher.Path(os.getcwd()), memory_mb=options.sandbox_memory,
+                                    cpu_seconds=options.sandbox_cpu)
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,

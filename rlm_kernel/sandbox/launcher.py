@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RLMError
+from .context_files import SandboxCourier, hidden_roots, under
 
 BWRAP = "bwrap"
 ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -49,6 +50,81 @@ class SandboxSpec:
         """Context files named after the start, linked or copied here; read-only inside."""
         return self.state / "inbox"
 
+    # -- the sandbox as the home of a remote executor's kernel (remote.executor.KernelHome)
+    label = "sandboxed"
+    death_ends_run = False  # a kernel killed at a limit: the cell says so, the next one starts a new kernel
+
+    def check(self) -> None:
+        check_available()  # never a fallback to running unconfined
+
+    def start_kernel(self) -> tuple[Any, Any]:
+        manager, client = start_kernel(self)
+        _silent(client, "import rlm_kernel.sandbox.inside as _rlm_inside\n_rlm_inside.install(get_ipython())\n"
+                        "del _rlm_inside")
+        return manager, client
+
+    def stop_kernel(self, manager: Any, client: Any) -> None:
+        stop_kernel(manager, client, self)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.state, ignore_errors=True)
+
+    def alive(self, manager: Any) -> bool:
+        return alive(manager)
+
+    def poll(self, client: Any, timeout_ms: int) -> list[Any]:
+        import zmq
+
+        channels = {c.socket: c for c in (client.iopub_channel, client.stdin_channel, client.shell_channel)}
+        poller = zmq.Poller()
+        for socket in channels:
+            poller.register(socket, zmq.POLLIN)
+        return [channels[socket] for socket in dict(poller.poll(timeout_ms))]
+
+    def second_client(self, manager: Any) -> Any:
+        """Another client of the running kernel, with a session of its own (the page's widget messages)."""
+        from jupyter_client.blocking import BlockingKernelClient
+
+        client = BlockingKernelClient()
+        client.load_connection_info(manager.get_connection_info())
+        client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        return client
+
+    def limits(self, manager: Any) -> CPULimit:
+        return CPULimit(manager, self.cpu_seconds)
+
+    def courier(self, executor: Any) -> Any:
+        return SandboxCourier(executor)
+
+    def child(self) -> SandboxSpec:
+        return SandboxSpec(folder=self.folder, memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds)
+
+    def died(self) -> str:
+        return ("the sandboxed execution kernel died during this cell (killed at its CPU or memory limit, or it "
+                "crashed); its variables are gone, and the next cell starts a new one")
+
+    def forced_options(self) -> dict[str, Any]:
+        """What a run in the sandboxed kernel is, whatever its cell says."""
+        return {"sandbox": True}
+
+
+def sandbox_spec(options: Any, folder: str | os.PathLike[str] | None = None) -> SandboxSpec:
+    where = options.sandbox_dir or folder or os.getcwd()
+    return SandboxSpec(folder=Path(where).expanduser().resolve(), memory_mb=options.sandbox_memory,
+                       cpu_seconds=options.sandbox_cpu)
+
+
+def _silent(client: Any, code: str) -> None:
+    """Run setup code in the new kernel; its failure is said in one sentence."""
+    msg_id = client.execute(code, silent=True, store_history=False)
+    while True:
+        reply = client.get_shell_msg(timeout=60)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    if reply["content"].get("status") != "ok":
+        raise RLMError(f"The sandboxed kernel refused a setup step: {reply['content'].get('ename')}: "
+                       f"{reply['content'].get('evalue')}")
+
 
 def check_available() -> str:
     """The bwrap executable, or RLMError with one sentence on how to get it.
@@ -63,18 +139,6 @@ def check_available() -> str:
         raise RLMError(f"bubblewrap cannot confine a process here ({why}); sandboxed runs need user namespaces "
                        "(sysctl kernel.unprivileged_userns_clone=1, or run where they are allowed).")
     return path
-
-
-def hidden_roots() -> list[str]:
-    home = os.path.expanduser("~")
-    roots = ["/tmp", "/run"]
-    if home not in ("/", "") and not any(home == r or home.startswith(r + "/") for r in roots):
-        roots.append(home)
-    return roots
-
-
-def under(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
@@ -201,4 +265,4 @@ def stop_kernel(manager: Any, client: Any, spec: SandboxSpec) -> None:
 
 
 __all__ = ["ALLOWED_ENV", "INSTALL", "CPULimit", "SandboxSpec", "alive", "bwrap_argv", "check_available", "hidden_roots",
-           "start_kernel", "stop_kernel", "under"]
+           "sandbox_spec", "start_kernel", "stop_kernel", "under"]

@@ -91,6 +91,9 @@ Only answer once you have checked the evidence.
 def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:
     """One paragraph on the context's type and size; no content. Documents
     loaded from files are described by the loader (``context.describe``)."""
+    held = getattr(context, "rlm_description", None)  # a context held in another kernel, described there by this
+    if isinstance(held, str):
+        return held
     documents = describe_documents(context)
     if documents is not None:
         return documents

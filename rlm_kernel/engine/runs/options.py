@@ -31,7 +31,7 @@ class Option:
     kind: str  # "text" | "whole" | "real" | "flag" | "tools" (a list of functions or their names)
     default: Any = None
     help: str = ""
-    group: str = "budgets"  # the heading in --help: models, budgets, history, trust, tools, vision, calls
+    group: str = "budgets"  # the heading in --help: one of GROUPS
     lowest: float = 0  # numbers: the smallest value allowed
     above: bool = False  # real numbers: must be above `lowest`, not equal to it
     env: str | None = None  # unset: the value of this environment variable
@@ -146,6 +146,17 @@ OPTIONS: tuple[Option, ...] = (
            group="trust", lowest=256),
     Option("sandbox_cpu", "real", 300.0, "CPU seconds one sandboxed cell may use (default 300)", group="trust",
            above=True),
+    Option("executor", "text", "local", "where the generated code runs: local (this process or kernel), sandbox (as "
+           "--sandbox) or gateway (a kernel a Jupyter gateway starts: a remote machine, a Kubernetes pod, a container; "
+           "sub-calls and keys stay here) (default local)", group="where code runs",
+           choices=("local", "sandbox", "gateway")),
+    Option("gateway_url", "text", None, "the Jupyter Enterprise Gateway or Kernel Gateway for --executor gateway "
+           "(default: $RLM_GATEWAY_URL)", group="where code runs", env="RLM_GATEWAY_URL"),
+    Option("gateway_kernel", "text", None, "the gateway's kernelspec the namespace runs in (default: "
+           "$RLM_GATEWAY_KERNEL, else python3)", group="where code runs", env="RLM_GATEWAY_KERNEL"),
+    Option("gateway_token", "text", None, group="where code runs", flag=False, secret=True,
+           env="RLM_GATEWAY_TOKEN", help="the gateway's auth token (default: $RLM_GATEWAY_TOKEN, else "
+                                         "$JUPYTER_GATEWAY_AUTH_TOKEN); never written or shown"),
     Option("tools", "tools", None, group="tools",
            help="functions the root model may call in its code: names in the notebook's namespace "
                 "(search_index,lookup) or module:function (repeatable)"),
@@ -164,7 +175,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
-GROUPS = ("models", "budgets", "history", "trust", "tools", "vision", "calls")
+GROUPS = ("models", "budgets", "history", "trust", "where code runs", "tools", "vision", "calls")
 
 
 def _run_options_class() -> type:

@@ -1,8 +1,7 @@
-"""The run's entries and namespace as the engine outside sees them, when
-they live in the confined kernel: ``SandboxEntries`` asks the inside's
-``Entries`` (the same class as outside) over user expressions;
-``SandboxNamespace`` reads the confined namespace as plain data (JSON) or
-text."""
+"""The run's entries and namespace as the engine sees them, when they live
+in another kernel (a sandbox's or a gateway's): ``RemoteEntries`` asks the
+inside's ``Entries`` (the same class as here) over user expressions;
+``RemoteNamespace`` reads the other namespace as plain data (JSON) or text."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.execution.namespace import HELPER_NAMES, Entries, Final, Installs
 
 if TYPE_CHECKING:
-    from .executor import SandboxExecutor
+    from .executor import RemoteExecutor
 
 SUBCALLS = tuple(n for n in HELPER_NAMES if n.endswith("query") or n.endswith("batched"))
 AFTER = "__rlm_sandbox__.after()"  # read with every cell: the step's answer and what a restore would put back
@@ -29,12 +28,12 @@ def _final(found: Any) -> Final | None:
     return None if not found else (found[0], decode(found[1]))
 
 
-class SandboxEntries(Entries):
-    """The run's entries, kept by the same class inside the sandbox; this
+class RemoteEntries(Entries):
+    """The run's entries, kept by the same class in the other kernel; this
     side asks it over the wire. ``values()`` stays here: the helpers the
     inside's stand-ins call out to."""
 
-    def __init__(self, installs: Installs, executor: SandboxExecutor) -> None:
+    def __init__(self, installs: Installs, executor: RemoteExecutor) -> None:
         super().__init__(executor, installs)
         self.executor = executor
         self.booted = False
@@ -50,7 +49,7 @@ class SandboxEntries(Entries):
             "cpu_seconds": self.executor.spec.cpu_seconds, "context_file": None,
         }
         if self.executor.context_inside:
-            setup["context_inside"] = True  # the person's own `context`, in the confined namespace already
+            setup["context_inside"] = True  # the person's own `context`, in the other namespace already
         elif "context" in values:
             setup["context_file"] = self.executor.hand_over("context", values["context"], self.installs.sources)
         self.booted = True
@@ -98,11 +97,11 @@ class SandboxEntries(Entries):
         self.executor.announced = list(restore) if restore is not None else None
 
 
-class SandboxNamespace(Mapping[str, Any]):
-    """The confined namespace as the engine reads it: names, and values as
+class RemoteNamespace(Mapping[str, Any]):
+    """The other kernel's namespace as the engine reads it: names, and values as
     plain data (JSON) or their text."""
 
-    def __init__(self, executor: SandboxExecutor) -> None:
+    def __init__(self, executor: RemoteExecutor) -> None:
         self.executor = executor
 
     def __getitem__(self, name: str) -> Any:
@@ -118,4 +117,4 @@ class SandboxNamespace(Mapping[str, Any]):
         return len(self.executor.call("names"))
 
 
-__all__ = ["AFTER", "SUBCALLS", "SandboxEntries", "SandboxNamespace", "decode"]
+__all__ = ["AFTER", "SUBCALLS", "RemoteEntries", "RemoteNamespace", "decode"]

@@ -1,7 +1,7 @@
-"""Sub-calls made from inside the confined kernel, as far as only JSON can
-carry them: images become data URLs inside (a figure, a PIL image, bytes or
-a path inside the sandbox mean nothing outside), and a background job
-(``wait=False``) stays outside, its handle inside a :class:`SandboxJob` that
+"""Sub-calls made from inside the other kernel (a sandbox's or a gateway's),
+as far as only JSON can carry them: images become data URLs inside (a
+figure, a PIL image, bytes or a path there mean nothing here), and a
+background job (``wait=False``) stays outside, its handle inside a :class:`RemoteJob` that
 asks the engine outside for its state."""
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def native(name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any
     return ([pairs(args[0]), *args[1:]] if args else args), kwargs
 
 
-class SandboxJob:
-    """A background job's handle inside the sandbox: ``done()``,
+class RemoteJob:
+    """A background job's handle in the other kernel: ``done()``,
     ``result(timeout=None)``, ``progress`` and ``cancel()``, each asked of
     the job outside."""
 
@@ -111,4 +111,4 @@ class Jobs:
         raise LookupError(f"A background job has no {what!r}.")
 
 
-__all__ = ["IMAGE_HELPERS", "JOB", "Jobs", "SandboxJob", "native", "portable"]
+__all__ = ["IMAGE_HELPERS", "JOB", "Jobs", "RemoteJob", "native", "portable"]
