@@ -1,4 +1,4 @@
-"""``rlm-kernel bench harness | context | notebook | load | realistic | sandbox | documents | all | suite``.
+"""``rlm-kernel bench harness | context | notebook | load | realistic | sandbox | gateway | documents | all | suite``.
 
 Wire into the main parser with::
 
@@ -35,6 +35,8 @@ Benchmarks that print figures measured side by side in one invocation:
             time against the critical-path ideal
   sandbox   sandboxed runs against unconfined ones: start time and per-step
             overhead, printed as ratios
+  gateway   runs whose namespace is a Jupyter gateway's kernel against local
+            and sandboxed ones: per-step overhead, printed as ratios
   documents a folder of real PDFs (1,000+ pages), Office files and web pages
             loaded by ours against the chosen converters file by file:
             pages/s, the cached reload, peak memory against the text
@@ -180,6 +182,15 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     group.add_argument("--steps", type=_positive_int, default=60, help="root steps of the long run (default 60)")
     group.add_argument("--repeats", type=_positive_int, default=7, help="turns, each a run of each kind (default 7)")
     _common(sandbox)
+    gateway = kinds.add_parser("gateway", help="runs in a Jupyter gateway's kernel against local and sandboxed ones",
+                               description="Per-step overhead of a run whose namespace is a kernel a Jupyter gateway "
+                                           "started, against a local namespace and a sandboxed one, as ratios.")
+    group = gateway.add_argument_group("gateway")
+    group.add_argument("--steps", type=_positive_int, default=40, help="root steps of the long run (default 40)")
+    group.add_argument("--repeats", type=_positive_int, default=5, help="turns, each a run of each kind (default 5)")
+    group.add_argument("--gateway-url", help="the gateway to measure (default: an Enterprise Gateway started here "
+                                             "from ./dev setup's venv; token from $RLM_GATEWAY_TOKEN)")
+    _common(gateway)
     documents = kinds.add_parser("documents", help="a folder of real documents: ours against the converters",
                                  description="Pages per second against the chosen converters run file by file in "
                                              "one process, the cached reload's share of the first load, and peak "
@@ -214,8 +225,8 @@ def run_bench(args: argparse.Namespace) -> int:
         from .suites.cli import run_suite_command
 
         return run_suite_command(args)
-    if command not in ("harness", "context", "notebook", "load", "realistic", "sandbox", "documents", "all"):
-        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, sandbox, documents, "
+    if command not in ("harness", "context", "notebook", "load", "realistic", "sandbox", "gateway", "documents", "all"):
+        print("rlm-kernel bench: name a benchmark: harness, context, notebook, load, realistic, sandbox, gateway, documents, "
               "all or suite "
               "(rlm-kernel bench --help).", file=sys.stderr)
         return EXIT_USAGE
@@ -269,6 +280,10 @@ def _run_one(name: str, args: argparse.Namespace, progress: Any) -> tuple[Any, d
         from . import sandbox as module
 
         results = module.run_sandbox(steps=args.steps, repeats=args.repeats, progress=progress)
+    elif name == "gateway":
+        from . import gateway as module
+
+        results = module.run_gateway(steps=args.steps, repeats=args.repeats, url=args.gateway_url, progress=progress)
     elif name == "documents":
         from . import documents as module
 
