@@ -341,5 +341,51 @@ def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_
     wait_for(lambda: gateway.kernels() == [], timeout=30, what="the kernel behind to end with the RLM kernel")
 
 
+def test_an_rlm_cell_with_the_gateway_executor_streams_live_and_stops_on_interrupt(gateway: EG,
+                                                                                   tmp_path: Path) -> None:
+    env = clean_env(RLM_GATEWAY_TOKEN=TOKEN, OPENAI_API_KEY=KEY)
+    frontend = Frontend(tmp_path, env=env)  # the ordinary RLM kernel: %%rlm --executor gateway
+    try:
+        frontend.import_litellm()
+        frontend.hello([])
+        frontend.execute("context = 'made in a cell here'")
+        flags = (f"--model openai/root-model --sub-model openai/sub-model --api-base {{url}} --executor gateway "
+                 f"--gateway-url {gateway.url}")
+        with ScriptedServer(Router({"root-model": [
+            repl("import sys\nprint('there:', sys.executable, context)\nr = llm_query('hello')\nprint('got', r)"),
+            "FINAL_VAR(r)",
+        ]}, sub=lambda p: f"sub answer to <{p}>")) as srv:
+            reply, _ = frontend.run_cell(f"%%rlm {flags.format(url=srv.url)}\nSay hello.", "q1", timeout=120)
+        assert reply["status"] == "ok", reply
+        code = next(o for o in frontend.ops_named("insert_cell") if o["cell"]["metadata"]["rlm"]["role"] == "code")
+        mine = [m for m in frontend.messages if m["parent_header"].get("msg_id") == f"rlm-{code['cell']['id']}-1"]
+        shown = texts(mine, "stream")  # the gateway kernel's output, live in the page under the cell's parent
+        assert f"there: {KERNEL_PYTHON} made in a cell here" in shown and "got sub answer to <hello>" in shown
+
+        with ScriptedServer(Router({"root-model": [repl("import time\nprint('napping', flush=True)\ntime.sleep(120)"),
+                                                   "FINAL(no)"]})) as srv:
+            msg_id = frontend.send_cell(f"%%rlm {flags.format(url=srv.url)}\nNap.", "q2")
+            wait_for(lambda: "napping" in texts(frontend.messages + _drain(frontend), "stream"), timeout=120,
+                     what="the gateway's cell to start")
+            took = frontend.interrupt(msg_id, within=15)  # Interrupt reaches the gateway's kernel
+        assert took < 15
+    finally:
+        frontend.kc.stop_channels()
+        frontend.km.shutdown_kernel(now=False)
+    wait_for(lambda: gateway.kernels() == [], timeout=30, what="the runs' kernels to be shut down")
+
+
+def _drain(frontend: Frontend) -> list[dict[str, Any]]:
+    import queue
+
+    got = []
+    while True:
+        try:
+            got.append(frontend.kc.get_iopub_msg(timeout=0.1))
+        except queue.Empty:
+            frontend.messages.extend(got)
+            return got
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
