@@ -153,7 +153,7 @@ class RLM:
             if loaded is None:
                 raise RLMError("The notebook does not say how its context was loaded; give it with --context PATH "
                                "(or pass it to completion).")
-            return [{"role": "system", "content": prompts.SYSTEM_PROMPT},
+            return [{"role": "system", "content": prompts.system_prompt(loaded)},
                     {"role": "user", "content": prompts.first_message(loaded, query, listed)}]
 
         start = RunStart.follow_up_on(

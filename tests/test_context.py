@@ -159,3 +159,17 @@ def test_first_user_message_describes_the_context(run_rlm):
     assert ", ".join(f"{len(p):,}" for p in parts) in user["content"]
     assert "Which part is longest?" in user["content"]
     assert "alpha alpha" not in user["content"]
+
+
+def test_only_a_context_of_documents_gets_the_documents_paragraph_in_the_system_prompt(tmp_path):
+    """How to slice by page and cite is told when the context holds documents
+    loaded from files; a plain text's run pays no tokens for it."""
+    from rlm_kernel.engine.protocol.prompts import DOCUMENTS, SYSTEM_PROMPT, system_prompt
+
+    assert system_prompt("plain text") == SYSTEM_PROMPT and DOCUMENTS not in SYSTEM_PROMPT
+    assert system_prompt(["a", "b"]) == SYSTEM_PROMPT
+    (tmp_path / "notes.md").write_text("# Notes\n\nsome text\n")
+    assert system_prompt(load_context([str(tmp_path / "notes.md")]).value) == SYSTEM_PROMPT  # text has no pages
+    pytest.importorskip("pandas")
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n")
+    assert system_prompt(load_context([str(tmp_path / "notes.md"), str(tmp_path / "t.csv")]).value).endswith(DOCUMENTS)

@@ -48,15 +48,6 @@ exploring in the next blocks and steps, and collect it with `h.result()` when \
 you need it. After each step you are told which background jobs are still \
 running; jobs still running when you answer are cancelled.
 
-When `context` was loaded from files, each document is a str that also has \
-`.source` (its path or URL), `.kind`, `.metadata` and `.pages` (a PDF's pages, a \
-deck's slides, a workbook's sheets, an e-book's chapters): `doc.pages[11]` is page \
-12's text, `doc.page_at(m.start())` the page of a regex match, and each page starts \
-with a marker line such as `[page 12]` or `[slide 3]`, so a slice you hand to a \
-sub-call says where it comes from. Tables are pandas DataFrames \
-(`df.attrs["source"]`); a SQLite file or a workbook is a dict of DataFrames by name. \
-In your answer, cite the source and page of each fact, e.g. (report.pdf, page 12).
-
 A good plan: look at the structure of `context` (type, length, separators), \
 split it into chunks, use llm_query_batched on the chunks, keep the results in \
 variables, combine them with code or one more sub-call, check the result, and \
@@ -86,6 +77,26 @@ text "x" or its value?): write FINAL_VAR(x) for the value.
 
 Only answer once you have checked the evidence.
 """
+
+
+DOCUMENTS = """\
+`context` was loaded from files: each document is a str that also has \
+`.source` (its path or URL), `.kind`, `.metadata` and `.pages` (a PDF's pages, a \
+deck's slides, a workbook's sheets, an e-book's chapters): `doc.pages[11]` is page \
+12's text, `doc.page_at(m.start())` the page of a regex match, and each page starts \
+with a marker line such as `[page 12]` or `[slide 3]`, so a slice you hand to a \
+sub-call says where it comes from. Tables are pandas DataFrames \
+(`df.attrs["source"]`); a SQLite file or a workbook is a dict of DataFrames by name. \
+In your answer, cite the source and page of each fact, e.g. (report.pdf, page 12)."""
+
+
+def system_prompt(context: Any) -> str:
+    """The system prompt for a run on ``context``: with how to slice documents
+    by page and cite them only when it holds documents loaded from files (a
+    plain text's run pays no tokens for it)."""
+    if describe_documents(context) is None:
+        return SYSTEM_PROMPT
+    return f"{SYSTEM_PROMPT}\n\n{DOCUMENTS}"
 
 
 def describe_context(context: Any, sources: Sequence[str] | None = None) -> str:

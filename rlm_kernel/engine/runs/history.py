@@ -77,7 +77,7 @@ def rebuild(
     query, options = parse_query_cell(source(query_cell))
     run_id = run_at(cells, upto, query_index)
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": prompts.SYSTEM_PROMPT},
+        {"role": "system", "content": prompts.system_prompt(context)},
         {"role": "user", "content": prompts.first_message(context, query, sources)},
     ]
     reply: list[str] = []

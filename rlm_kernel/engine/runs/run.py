@@ -194,7 +194,7 @@ class Run:
                 source = query_cell_source(options, self.query) if self.depth == 0 else f"%%rlm\n{self.query}"
                 self.add_cell(trajectory.query_cell(self.run_id, source))
             messages = [
-                {"role": "system", "content": prompts.SYSTEM_PROMPT},
+                {"role": "system", "content": prompts.system_prompt(self.context)},
                 {"role": "user", "content": prompts.first_message(self.context, self.query, self.sources)},
             ]
         try:
