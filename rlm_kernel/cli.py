@@ -195,16 +195,23 @@ def _tracing(args: Any) -> None:
         os.environ[otlp.CONTENT_ENV] = "true"
 
 
-def _run(args: Any) -> int:
+def _import_litellm_meanwhile() -> None:
+    """litellm takes seconds to import: begin now, on a thread, so that it goes
+    on while the context loads and the run is set up (once the arguments
+    are known good: a usage error imports nothing)."""
     from .engine.model.litellm_setup import load_in_background
 
-    load_in_background()  # litellm takes seconds to import: meanwhile the context loads and the run is set up
+    load_in_background()
+
+
+def _run(args: Any) -> int:
     if args.resume:
         return _resume(args)
 
     query = _query(args)
     if not args.context:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
+    _import_litellm_meanwhile()
     # Imported once the arguments are known good: the engine's imports take a second or two.
     from .api import RLM
     from .sinks.console import ConsoleSink
@@ -277,6 +284,7 @@ def _resume(args: Any) -> int:
 
     if args.query is not None or args.query_file:
         return _follow_up(args)
+    _import_litellm_meanwhile()
     saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old)
     rlm = RLM(**{**saved.options, **options.given(args)})
     stem = Path(args.resume)
@@ -300,6 +308,7 @@ def _follow_up(args: Any) -> int:
     if args.from_cell is not None or args.drop_old or args.no_replay:
         raise RLMError("A follow-up (--query) re-runs the whole notebook with its sub-calls replayed; "
                        "leave out --from-cell, --drop-old and --no-replay.")
+    _import_litellm_meanwhile()
     planned = plan_follow_up(args.resume, args.context or None, args.encoding)
     rlm = RLM(**{**planned.options, **options.given(args)})
     stem = Path(args.resume)
