@@ -320,11 +320,16 @@ def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_
     frontend = Frontend(tmp_path, env=env, name="rlm-gateway")
     try:
         frontend.hello([])  # (a person's cell importing litellm would run in the gateway's kernel, which has none)
-        reply, messages = frontend.execute("import sys\ncontext = 'parcels: ' + sys.executable\nprint(context)")
+        reply, messages = frontend.execute("import sys\nwhere = 'parcels: ' + sys.executable\nprint(where)")
         assert reply["status"] == "ok", reply
         assert f"parcels: {KERNEL_PYTHON}" in texts(messages, "stream")  # a person's cell, in the gateway's kernel
+        reply, messages = frontend.execute("%rlm context only-there.txt")  # read where that kernel runs
+        assert reply["status"] == "ok", texts(messages, "stream")
+        described = f"`context` is a str of {len(ONLY_THERE):,} characters. It was loaded from: only-there.txt."
+        assert described in texts(messages, "stream")
         with ScriptedServer(Router({"root-model": [
-            repl("import sys\nfound = context.split(': ')[1] == sys.executable\nprint('same namespace', found)"),
+            repl("import sys\nfound = where.split(': ')[1] == sys.executable and context.startswith('The courier')\n"
+                 "print('same namespace', found)"),
             "FINAL_VAR(found)",
         ]})) as srv:
             reply, messages = frontend.run_cell(
@@ -332,6 +337,7 @@ def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_
                 timeout=120)
         assert reply["status"] == "ok", reply
         assert "same namespace True" in texts(messages, "stream")
+        assert described in srv.requests[0]["messages"][1]["content"]  # told there, without bringing it here
         assert frontend.value("found") == "True"  # the agent's variable, in the person's namespace there
         assert frontend.value("sys.executable") == repr(str(KERNEL_PYTHON))
         assert len(gateway.kernels()) == 1  # one kernel behind the RLM kernel, for both

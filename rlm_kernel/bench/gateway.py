@@ -2,10 +2,11 @@
 Jupyter gateway's kernel costs per step, side by side with a local namespace
 and a sandboxed one, in one invocation.
 
-Per step: a root step whose code makes one ``llm_query`` and prints, the
-difference between a run of ``steps`` steps and a run of one step, divided
-by the steps between them (so the kernel's start and the answer are left
-out). The gateway is the one at ``--gateway-url`` (token from
+Per step: a root step whose code makes one ``llm_query`` and prints; timed
+within a run of ``steps`` steps from its first code cell's end to its last
+one's, divided by the steps between them (so the kernel's start, seconds
+through a gateway and the noisiest part, is left out; a run of one step
+shows it). The gateway is the one at ``--gateway-url`` (token from
 ``$RLM_GATEWAY_TOKEN``), else a Jupyter Enterprise Gateway started here on
 127.0.0.1 from ``./dev setup``'s venv under the cache, with its local
 process proxy: the network is loopback, so the figure is the protocol's
@@ -93,7 +94,25 @@ def _up(url: str) -> bool:
         return False
 
 
-def _run_once(kind: str, steps: int, folder: Path, gateway: tuple[str, str]) -> float:
+class _CellClock:
+    """A sink that notes when each code cell finished."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:  # every other sink call: nothing to note
+        return lambda *args, **kwargs: None
+
+    def cell_finished(self, run: Any, cell: Any) -> None:
+        if cell.cell_type == "code":
+            self.ends.append(time.perf_counter())
+
+    def child_sink(self, run: Any, record: Any) -> None:
+        return None
+
+
+def _run_once(kind: str, steps: int, folder: Path, gateway: tuple[str, str]) -> tuple[float, float | None]:
+    """A run's wall time, and its time per step (None for one step)."""
     from ..api import RLM
     from ..testing.server import Script
     from .servers import BenchServer
@@ -106,14 +125,16 @@ def _run_once(kind: str, steps: int, folder: Path, gateway: tuple[str, str]) -> 
     try:
         rlm = RLM(model="openai/root-model", sub_model="openai/sub-model", api_base=server.url, api_key="x",
                   max_iterations=steps + 2, **where)
+        clock = _CellClock()
         started = time.perf_counter()
-        result = rlm.completion("a small context", "q")
+        result = rlm.completion("a small context", "q", sink=clock)  # type: ignore[arg-type]
         took = time.perf_counter() - started
     finally:
         server.stop()
     if result.reason != "final":
         raise BenchError(f"a {kind} run ended with {result.reason}: {result.error}")
-    return took
+    ends = clock.ends
+    return took, (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else None
 
 
 def run_gateway(*, steps: int = 40, repeats: int = 5, url: str | None = None,
@@ -131,13 +152,14 @@ def run_gateway(*, steps: int = 40, repeats: int = 5, url: str | None = None,
         for kind in KINDS:
             _run_once(kind, 1, folder, gateway)
         times: dict[str, dict[str, list[float]]] = {kind: {"one": [], "many": []} for kind in KINDS}
+        per_turn: dict[str, list[float]] = {kind: [] for kind in KINDS}
         for turn in range(repeats):  # in turns, so a change in the machine's load falls on every kind alike
             progress(f"turn {turn + 1} of {repeats}: a run of 1 step and one of {steps}, each kind")
             for kind in KINDS:
-                times[kind]["one"].append(_run_once(kind, 1, folder, gateway))
-                times[kind]["many"].append(_run_once(kind, steps, folder, gateway))
-    per_turn = {kind: [(many - one) / max(steps - 1, 1) for one, many in zip(times[kind]["one"], times[kind]["many"],
-                                                                               strict=True)] for kind in KINDS}
+                times[kind]["one"].append(_run_once(kind, 1, folder, gateway)[0])
+                took, per_step = _run_once(kind, steps, folder, gateway)
+                times[kind]["many"].append(took)
+                per_turn[kind].append(per_step or 0.0)
     figures = {kind: {"run_1_step_s": median(times[kind]["one"]), f"run_{steps}_steps_s": median(times[kind]["many"]),
                       "per_step_s": median(per_turn[kind])} for kind in KINDS}
 

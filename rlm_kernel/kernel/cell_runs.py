@@ -119,7 +119,7 @@ class CellRun:
                                    follow_up=earlier.follow_up(new=args.new) if earlier is not None else None)
         self.earlier, self.new = earlier, args.new
         self.run = build_run(
-            run_options, start, query=body.strip(), context=namespace["context"], executor=executor,
+            run_options, start, query=body.strip(), context=_run_context(namespace, shared, sources), executor=executor,
             code_thread=CallerThread(), frontends=frontends, client=None if clients is None else clients.get(run_options),
             approver=self._approver(approve or args.approve, live),
         )
@@ -185,6 +185,15 @@ def person_namespace(shell: Any) -> Any:
     namespace, or in the sandboxed kernel the confined one (read as plain data)."""
     shared = getattr(getattr(shell, "kernel", None), "rlm_sandbox", None)
     return shared.namespace if shared is not None else shell.user_ns
+
+
+def _run_context(namespace: Any, shared: Any, sources: list[str] | None) -> Any:
+    """The run's `context`: the person's; in the gateway-backed kernel it stays in the gateway's kernel (it
+    may be larger than this machine's memory) and the run is told its description, computed there. The
+    sandboxed kernel keeps a copy, handed to a new confined kernel when one dies mid-run."""
+    if shared is not None and shared.spec.death_ends_run:
+        return namespace.held("context", sources)
+    return namespace["context"]
 
 
 def _own_number(kernel: Any) -> int | None:

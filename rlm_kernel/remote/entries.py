@@ -97,6 +97,18 @@ class RemoteEntries(Entries):
         self.executor.announced = list(restore) if restore is not None else None
 
 
+class Held:
+    """A value that stays in the other kernel (a person's ``context`` there),
+    as a run here sees it: what the root model is told of it, computed there
+    by the same ``describe_context`` (which reads ``rlm_description``)."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.rlm_description = name, description
+
+    def __repr__(self) -> str:
+        return f"<{self.name} held in the other kernel>"
+
+
 class RemoteNamespace(Mapping[str, Any]):
     """The other kernel's namespace as the engine reads it: names, and values as
     plain data (JSON) or their text."""
@@ -110,6 +122,16 @@ class RemoteNamespace(Mapping[str, Any]):
             raise KeyError(name)
         return decode(encoded)
 
+    def __contains__(self, name: object) -> bool:  # without fetching the value (a context may be huge)
+        return bool(self.executor.call("has", name))
+
+    def held(self, name: str, sources: list[str] | None = None) -> Held:
+        """``name`` as a run's context that stays there: its description only."""
+        description = self.executor.call("describe", name, sources)
+        if description is None:
+            raise KeyError(name)
+        return Held(name, description)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.executor.call("names"))
 
@@ -117,4 +139,4 @@ class RemoteNamespace(Mapping[str, Any]):
         return len(self.executor.call("names"))
 
 
-__all__ = ["AFTER", "SUBCALLS", "RemoteEntries", "RemoteNamespace", "decode"]
+__all__ = ["AFTER", "SUBCALLS", "Held", "RemoteEntries", "RemoteNamespace", "decode"]

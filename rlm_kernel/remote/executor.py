@@ -134,7 +134,8 @@ class RemoteExecutor(Executor):
     def call(self, method: str, *args: Any) -> Any:
         """A method of the inside's ``__rlm_sandbox__``; its JSON result."""
         self.start()
-        if self.entries is not None and method not in ("get", "names", "set", "read", "loaded", "number", "load"):
+        if self.entries is not None and method not in ("get", "names", "set", "read", "loaded", "number", "load",
+                                                       "has", "describe"):
             self.entries.boot()
         content = self.silent("", {"r": f"__rlm_sandbox__.call(*{[method, *args]!r})"})
         value = content["user_expressions"]["r"]

@@ -113,6 +113,13 @@ class Bootstrap:
             return Reply([n for n in self.shell.user_ns if not n.startswith("_")])
         if method == "get":
             return Reply(encode(self.shell.user_ns[args[0]]) if args[0] in self.shell.user_ns else None)
+        if method == "has":
+            return Reply(args[0] in self.shell.user_ns)
+        if method == "describe":  # what the root model is told of a value here, which stays here
+            from rlm_kernel.engine.protocol.prompts import describe_context
+
+            value = self.shell.user_ns.get(args[0])
+            return Reply(None if args[0] not in self.shell.user_ns else describe_context(value, args[1]))
         if method == "read":  # `context` from the files it was loaded from outside: None, or why not
             return Reply(self.read(*args))
         if method == "load":  # `context` from paths where this kernel runs: its description, or why not
