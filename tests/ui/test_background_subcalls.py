@@ -20,7 +20,7 @@ from labdriver import (
     start_cell,
     wait_cell_idle,
 )
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
@@ -63,9 +63,10 @@ def test_a_background_batch_fills_its_widget_while_a_later_cell_runs(page: Page,
                 shot = True
             if done == N:
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # the sampling interval: the fill is watched as it goes
         wait_cell_idle(page, "ask", timeout=60_000)
-        page.wait_for_timeout(300)
+        # the run's last cell: the page has applied every op before it (outputs included)
+        expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=15_000)
         widget.scroll_into_view_if_needed()
         screenshot(page, request, "-done")
     assert samples[-1][0] == N, samples

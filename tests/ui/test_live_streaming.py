@@ -85,7 +85,11 @@ def test_a_slow_streaming_model_in_the_live_notebook(page: Page, lab_server, req
             " for (let i = 0; i < m.cells.length; i++) { const r = m.cells.get(i).getMetadata('rlm');"
             " if (r && r.draft && r.role === 'thought') return true; } return false; }", timeout=20_000)
         first = _drafts(page)[0]
-        time.sleep(0.8)
+        page.wait_for_function(  # the same cell's source grows (a draft still, or its final text)
+            "([id, n]) => { const m = window.jupyterapp.shell.currentWidget.content.model;"
+            " for (let i = 0; i < m.cells.length; i++) { const c = m.cells.get(i);"
+            " if (c.id === id) return c.sharedModel.getSource().length > n; } return false; }",
+            arg=[first["id"], len(first["source"])], timeout=20_000)
         later = next((d for d in _drafts(page) if d["id"] == first["id"]), None)
         grown = later["source"] if later else next(c["source"] for c in all_cells(page) if c["id"] == first["id"])
         assert len(grown) > len(first["source"]) and grown.startswith(first["source"][:20]), (first, later)
@@ -108,9 +112,11 @@ def test_a_slow_streaming_model_in_the_live_notebook(page: Page, lab_server, req
             " if (c.type === 'code' && JSON.stringify(c.outputs.toJSON()).includes('first block ran')) ran = true;"
             " else if (ran && r && r.draft && c.sharedModel.getSource().length > 40) return true; }"
             " return false; }", timeout=20_000)
-        time.sleep(0.3)
-        rendered = page.locator(".rlm-draft-cell .jp-RenderedMarkdown").last.inner_text()
-        assert "look at the start" in rendered, f"the draft's prose is not rendered as it streams: {rendered!r}"
+        draft = page.locator(".rlm-draft-cell .jp-RenderedMarkdown").last
+        try:
+            expect(draft).to_contain_text("look at the start", timeout=10_000)
+        except AssertionError:
+            raise AssertionError(f"the draft's prose is not rendered as it streams: {draft.inner_text()!r}") from None
         screenshot(page, request, "-ran-while-writing")
 
         # Following: the newest cell is in view; scrolling away shows the jump control.
@@ -120,7 +126,7 @@ def test_a_slow_streaming_model_in_the_live_notebook(page: Page, lab_server, req
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         for _ in range(12):
             page.mouse.wheel(0, -1500)
-            time.sleep(0.05)
+            time.sleep(0.05)  # the scenario: a person's wheel turns, not a wait
         jump = page.locator(".rlm-jump-latest")
         expect(jump).to_be_visible(timeout=5_000)
         screenshot(page, request, "-scrolled-away")

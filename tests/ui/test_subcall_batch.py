@@ -51,6 +51,16 @@ ROW_HEIGHT = 26  # labextension/src/subcall_list.ts
 MAX_ROW_ELEMENTS = 100
 
 
+def _frame_drawn(page: Page) -> None:
+    """Until the page has drawn a frame since now (a resize's observers have run)."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))")
+
+
+def _page_idle(page: Page) -> None:
+    """Until the page's main thread has nothing left to do (or 10 s passed)."""
+    page.evaluate("() => new Promise(r => requestIdleCallback(() => r(), {timeout: 10000}))")
+
+
 def _row_heights(widget) -> dict:
     return widget.evaluate(
         """(w) => {
@@ -107,7 +117,7 @@ def test_a_batch_of_5000_stays_responsive_with_a_bounded_list(page: Page, lab_se
         fill = watch_fill(widget, n, during=half_way)
         samples = fill.samples
         wait_cell_idle(page, "ask", timeout=120_000)
-        page.wait_for_timeout(500)
+        _page_idle(page)  # the run's last work on the page is in the long tasks
         finished = page.evaluate("() => performance.now()")
         # The whole run: the cells going in, the widget opening with 5,000 rows
         # in its state, the fill, the batch's end and the run's last cells.
@@ -191,7 +201,7 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
         expect(widget.locator(".rlm-sc-title")).to_contain_text("66 of 66 done", timeout=120_000)
         end = widget.evaluate(PROBE)["now"]
         wait_cell_idle(page, "ask", timeout=120_000)
-        page.wait_for_timeout(500)
+        _page_idle(page)  # the run's last work on the page is in the long tasks
         tasks = long_tasks(page, started, page.evaluate("() => performance.now()"))
         summary = (f"66-row batch: over the whole run {len(tasks)} long tasks, longest "
                    f"{max((d for _, d in tasks), default=0):.0f} ms; while the list filled, longest "
@@ -262,7 +272,7 @@ def test_a_batch_of_66_books_is_a_summary_with_a_scrollable_list(page: Page, lab
         expect(widget.locator(".rlm-sc-row .rlm-sc-flag.rlm-sc-pinned")).to_be_visible()
         for width in (1400, 760):
             page.set_viewport_size({"width": width, "height": 900})
-            page.wait_for_timeout(300)
+            _frame_drawn(page)
             # a resize may redraw the window of rows: bring the pinned row back into it
             scroller.evaluate("el => { el.scrollTop = 12 * 26; }")
             expect(widget.locator(".rlm-sc-row .rlm-sc-flag.rlm-sc-pinned")).to_be_visible()
@@ -296,7 +306,7 @@ def test_a_replayed_batch_keeps_its_tags_on_one_line(page: Page, lab_server, req
         expect(widget.locator(".rlm-sc-row .rlm-sc-flag.rlm-sc-replayed").first).to_be_visible(timeout=30_000)
         assert len(server.calls("sub-model")) == calls, "the re-run called the model"
         page.set_viewport_size({"width": 700, "height": 900})
-        page.wait_for_timeout(300)
+        _frame_drawn(page)
         heights = _row_heights(widget)
         assert set(heights["rows"]) == {ROW_HEIGHT}, heights
         assert heights["flags"] == len(heights["rows"]) and heights["flagsOutside"] == 0, heights
