@@ -148,6 +148,7 @@ def test_a_run_with_a_batch_and_a_child_run_in_the_gateways_kernel(gateway: EG, 
     child = [b for b in srv.requests if b["model"] == "child-model"]
     assert len(child) == 2  # the child run's code ran in a gateway's kernel of its own, the same Python
     assert f"child python {KERNEL_PYTHON}" in json.dumps(child[1]["messages"][-1])
+    assert TOKEN not in (tmp_path / "run.ipynb").read_text() and gateway.url in nb.cells[1].source  # never the token
     wait_for(lambda: gateway.kernels() == [], timeout=20, what="the run's kernels to be shut down")
 
 
