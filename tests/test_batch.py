@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _helpers import repl
+from _helpers import repl, wait_for
 
 from rlm_kernel.batch.tasks import read_tasks
 from rlm_kernel.errors import RLMError
@@ -118,7 +118,6 @@ def test_six_tasks_on_three_local_workers_then_a_rerun_asks_no_model(tasks_file,
 
 def test_ctrl_c_stops_the_running_runs_and_the_same_command_resumes(tmp_path):
     import signal
-    import time
 
     slow = {"1", "2"}
 
@@ -128,7 +127,9 @@ def test_ctrl_c_stops_the_running_runs_and_the_same_command_resumes(tmp_path):
         number = re.search(r"QUESTION-(\d+)", all_text(body)).group(1)
         if len(body["messages"]) > 2:
             return f"FINAL(answer-{number})"
-        return repl("import time\nfor _ in range(600):\n    time.sleep(0.1)") if number in slow else STEP
+        running = tmp_path / f"running-{number}"  # the slow step says it runs, for the Ctrl-C below
+        return repl(f"import time\nopen({str(running)!r}, 'w').close()\nfor _ in range(600):\n    time.sleep(0.1)"
+                    ) if number in slow else STEP
 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "query": f"QUESTION-{i}", "context_text": "x"}) + "\n"
@@ -140,11 +141,7 @@ def test_ctrl_c_stops_the_running_runs_and_the_same_command_resumes(tmp_path):
                    "--sub-model", "openai/sub-model", "--api-base", models.url]
         batch_run = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and {"1", "2"} - {m for b in models.calls("root-model")
-                                                             for m in re.findall(r"QUESTION-(\d)", all_text(b))}:
-            time.sleep(0.2)
-        time.sleep(1.0)  # both slow steps are running now
+        wait_for(lambda: all((tmp_path / f"running-{n}").exists() for n in slow), 120, "both slow steps to run")
         os.killpg(batch_run.pid, signal.SIGINT)  # Ctrl-C on a terminal reaches the whole process group
         _, stderr = batch_run.communicate(timeout=60)
         assert batch_run.returncode == 130, stderr
