@@ -20,6 +20,7 @@ from .engine.trajectory.result import RunResult
 from .engine.trajectory.sink import Sink
 from .engine.trajectory.writing import new_cell_id
 from .errors import RLMError
+from .gateway.context import read_there  # paths for a gateway's kernel, read there (rlm-kernel run)
 from .redaction import remember_secret
 from .sinks.journal import journal_path
 from .sinks.notebook import trajectory_notebook, write_notebook
@@ -268,4 +269,4 @@ def context_cell(sources: Sequence[str] | None) -> NotebookNode:
     )
 
 
-__all__ = ["RLM", "RLMResult", "context_cell", "write_notebook"]
+__all__ = ["RLM", "RLMResult", "context_cell", "read_there", "write_notebook"]

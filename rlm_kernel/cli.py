@@ -213,20 +213,15 @@ def _run(args: Any) -> int:
         raise RLMError("Give the input with --context PATH (a file, a directory or a glob; repeatable).")
     _import_litellm_meanwhile()
     # Imported once the arguments are known good: the engine's imports take a second or two.
-    from .api import RLM
+    from .api import RLM, read_there
     from .sinks.console import ConsoleSink
 
     rlm = RLM(**options.given(args))
-    if rlm.options.executor == "gateway":  # the paths are read where the gateway's kernel runs
-        from .gateway.context import Paths
-
-        value, sources = Paths(args.context, args.encoding), list(args.context)
-    else:
-        loaded = _load(args)
-        value, sources = loaded.value, loaded.sources
+    loaded = _load(args) if rlm.options.executor != "gateway" else read_there(args.context, args.encoding)
     output = args.output or f"rlm-run-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
     sink = None if args.quiet else ConsoleSink(sys.stderr, verbose=args.verbose)
-    result = rlm.completion(value, query, output=output, sources=sources, sink=sink, approver=_approver(args))
+    result = rlm.completion(loaded.value, query, output=output, sources=loaded.sources, sink=sink,
+                            approver=_approver(args))
     return _report(args, result)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ContextError
@@ -37,6 +38,12 @@ class HeldThere:
 
     def __repr__(self) -> str:
         return f"<context held in the gateway's kernel, loaded from {', '.join(self.sources[:3])}>"
+
+
+def read_there(paths: Sequence[str], encoding: str = "utf-8") -> SimpleNamespace:
+    """``--context`` paths for a gateway's kernel, as a load here gives them (``value``, ``sources``):
+    read there once the kernel has started."""
+    return SimpleNamespace(value=Paths(paths, encoding), sources=list(paths))
 
 
 def load_there(executor: Any, paths: Paths) -> HeldThere:
@@ -89,4 +96,4 @@ class GatewayCourier:
         return str(ast.literal_eval(path["data"]["text/plain"]))  # the repr of the str the kernel made
 
 
-__all__ = ["GatewayCourier", "HeldThere", "Paths", "load_there"]
+__all__ = ["GatewayCourier", "HeldThere", "Paths", "load_there", "read_there"]
