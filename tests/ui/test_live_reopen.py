@@ -35,6 +35,7 @@ STEPS = [
 ]
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+SHOWN_MS = 30_000  # for a reopened notebook's widget view to render: ipywidgets restores its model from the file
 
 
 def _sub(prompt: str) -> Reply:
@@ -117,7 +118,7 @@ def test_saved_run_reopens_with_widgets(page: Page, lab_server, request) -> None
     reopened = batch.locator(".rlm-subcall-widget")
     batch.scroll_into_view_if_needed()  # a windowed notebook renders a cell's outputs once it is in view
     try:
-        expect(reopened).to_have_count(1, timeout=30_000)
+        expect(reopened).to_have_count(1, timeout=SHOWN_MS)
     except AssertionError:
         screenshot(page, request, "-no-widget")
         raise AssertionError(f"the reopened batch cell shows no widget: {batch.inner_text()!r}") from None
@@ -176,14 +177,17 @@ def test_reopened_run_keeps_widgets_through_another_save(page: Page, lab_server,
         assert shutdown_session(page, path) == 1
         page.goto("about:blank")
         open_notebook(page, lab_server, path)
-        page.wait_for_timeout(1000)
         batch_id = next(c["id"] for c in all_cells(page) if "llm_query_batched" in c["source"])
         batch = cell_by_id(page, batch_id)
         batch.scroll_into_view_if_needed()
-        screenshot(page, request, f"-reopen-{cycle}")
         widget = batch.locator(".rlm-subcall-widget")
-        expect(widget, f"reopen #{cycle}: the sub-call widget is not shown").to_have_count(1, timeout=15_000)
+        try:
+            expect(widget).to_have_count(1, timeout=SHOWN_MS)
+        except AssertionError:
+            screenshot(page, request, f"-reopen-{cycle}-no-widget")
+            raise AssertionError(f"reopen #{cycle}: the sub-call widget is not shown: {batch.inner_text()!r}") from None
         expect(widget).to_contain_text(f"{BATCH} of {BATCH} done")
+        screenshot(page, request, f"-reopen-{cycle}")
         if cycle == 1:
             # A human looks at the run, changes nothing, and saves.
             page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
