@@ -151,4 +151,12 @@ def format_markdown(results: dict[str, Any]) -> str:
         "",
         *(f"- {line}" for line in _target_lines(results)),
         *(f"- Note: {n}" for n in results["notes"]),
+        "",
+        "Streaming is most of ours' CPU (the row \"what streaming costs\", with `--no-stream-too`): every token "
+        "comes as a chunk of its own, which litellm reads (HTTP and its provider's parser, an object per chunk) "
+        "and passes through its stream wrapper (a second object per chunk, hidden parameters, its logging), and "
+        "which ours adds to the reply so far, reading it again for a closed code block only at a newline or a "
+        "tag. Read whole (`--no-stream`), ours' CPU is about rlms': the rest buys the cells filling as the model "
+        "writes and each code block running as its fence closes. litellm makes every model call of ours, its "
+        "stream wrapper included.",
     ])
