@@ -280,7 +280,7 @@ def test_a_kernel_killed_mid_run_ends_the_run_in_one_sentence_and_the_run_resume
     with ScriptedServer(Script(root=[repl("x = 41\nprint('x is', x)"), repl(kill), "FINAL(never)"])) as srv:
         result = _rlm(srv, gateway).completion(doc, "q", output=tmp_path / "run.ipynb")
     assert result.reason == "error"
-    assert result.error.startswith("the gateway's kernel died during this cell")
+    assert result.error.startswith("the gateway's kernel died or was lost during this cell")
     assert "resume the run" in result.error and "\n" not in result.error
     nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
     code = _code(tmp_path / "run.ipynb")

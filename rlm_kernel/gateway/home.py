@@ -94,9 +94,10 @@ class GatewaySpec:
         return GatewaySpec(self.url, self.kernel_name, self.token, self.start_timeout, checked=True, lazy=self.lazy)
 
     def died(self) -> str:
-        return ("the gateway's kernel died during this cell (killed, out of memory, or its pod or container "
-                "ended); its variables are gone, so the run ends here. Its cells are kept: resume the run "
-                "(rlm-kernel run --resume NOTEBOOK) to run them again in a new kernel")
+        return ("the gateway's kernel died or was lost during this cell (killed, out of memory, its pod or "
+                "container ended, or the network to the gateway failed); its variables are gone, so the run ends "
+                "here. Its cells are kept: resume the run (rlm-kernel run --resume NOTEBOOK) to run them again in a "
+                "new kernel")
 
     def forced_options(self) -> dict[str, Any]:
         return {"executor": "gateway", "gateway_url": self.url, "gateway_kernel": self.kernel_name}
