@@ -29,12 +29,12 @@ import ctypes
 import queue
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .capture import suspended
 from .engine_loop import wait_interruptibly
+from .interrupts import Sleeper, clear_async_exc, install_sleep, send_sigint, sigints_sent, sleepers
 
 T = TypeVar("T")
 
@@ -52,10 +52,7 @@ class CodeThread:
         if tid is None:
             return
         if tid == threading.main_thread().ident:
-            # A real signal also wakes sleeps and waits; the handler runs on the main thread.
-            global _sigints_sent
-            _sigints_sent += 1
-            signal.pthread_kill(tid, signal.SIGINT)
+            send_sigint(tid)  # a real signal also wakes sleeps and waits; the handler runs on the main thread
         else:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt))
 
@@ -68,60 +65,11 @@ class CodeThread:
         pass
 
 
-_sigints_sent = 0
-
-
-def sigints_sent() -> int:
-    """How many SIGINTs the engine sent to the main thread itself (cell
-    timeouts), so that a caller counting SIGINTs can tell them from a user's Ctrl-C."""
-    return _sigints_sent
-
-
 _STOP = object()
 _WAKE = object()
 
 
-class _Sleeper:
-    """A code thread whose code an interrupt can wake from ``time.sleep``
-    and our own waits, not only between bytecodes."""
-
-    def _init_sleeper(self) -> None:
-        self._cond = threading.Condition()
-        self._waiting = False  # the job is blocked in wait_until
-        self._woken = False  # an interrupt for that wait
-        self._closing = False
-
-    def _stopped(self) -> bool:
-        return self._closing
-
-    def wait_until(self, done: Callable[[], bool], timeout: float | None = None) -> None:
-        """On this thread: block until ``done()`` or ``timeout`` seconds;
-        KeyboardInterrupt when interrupted meanwhile."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._waiting = True
-            try:
-                while not (self._woken or self._stopped() or done()):
-                    left = threading.TIMEOUT_MAX if deadline is None else deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(min(left, threading.TIMEOUT_MAX))
-                if self._woken or self._stopped():
-                    self._woken = False
-                    raise KeyboardInterrupt
-            finally:
-                self._waiting = False
-
-    def _wake_or_inject(self, thread_id: int) -> None:
-        """Under ``_cond``: wake a wait of the job, or raise in it."""
-        if self._waiting:
-            self._woken = True
-            self._cond.notify_all()
-        else:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(KeyboardInterrupt))
-
-
-class CallerThread(_Sleeper, CodeThread):
+class CallerThread(Sleeper, CodeThread):
     """The thread that calls :meth:`serve` (or awaits :meth:`serve_async`)
     runs the code until the run ends. Other threads may also :meth:`post`
     small jobs to it (showing a step, updating a widget), so that everything
@@ -212,7 +160,7 @@ class CallerThread(_Sleeper, CodeThread):
                 try:
                     with self._cond:
                         self._in_job = False
-                        _clear_async_exc(self.thread_id)  # an interrupt that came too late for the job
+                        clear_async_exc(self.thread_id)  # an interrupt that came too late for the job
                     break
                 except KeyboardInterrupt:
                     continue
@@ -241,8 +189,8 @@ class CallerThread(_Sleeper, CodeThread):
         so that the run can finish writing."""
         self.thread_id = threading.get_ident()
         if self.thread_id != threading.main_thread().ident:
-            _install_sleep()
-            _sleepers[self.thread_id] = self
+            install_sleep()
+            sleepers[self.thread_id] = self
         try:
             while True:
                 try:
@@ -251,7 +199,7 @@ class CallerThread(_Sleeper, CodeThread):
                 except KeyboardInterrupt:
                     on_interrupt()
         finally:
-            _sleepers.pop(self.thread_id, None)
+            sleepers.pop(self.thread_id, None)
             self.thread_id = None
 
     async def serve_async(self, on_interrupt: Callable[[], None]) -> None:
@@ -326,7 +274,7 @@ def _default_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, saved)
 
 
-class WorkerThread(_Sleeper, CodeThread):
+class WorkerThread(Sleeper, CodeThread):
     """A daemon thread of its own (child runs), started with the first job.
 
     :meth:`interrupt` raises KeyboardInterrupt in the job running now, also
@@ -347,7 +295,7 @@ class WorkerThread(_Sleeper, CodeThread):
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._cond:
             if self._thread is None:
-                _install_sleep()
+                install_sleep()
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
                 self._thread.start()
         self._jobs.put((fn, future))
@@ -359,7 +307,7 @@ class WorkerThread(_Sleeper, CodeThread):
 
     def _serve(self) -> None:
         self.thread_id = threading.get_ident()
-        _sleepers[self.thread_id] = self
+        sleepers[self.thread_id] = self
         try:
             while True:
                 try:
@@ -368,7 +316,7 @@ class WorkerThread(_Sleeper, CodeThread):
                 except KeyboardInterrupt:
                     pass  # landed in the bookkeeping: _serve_one finishes the job
         finally:
-            _sleepers.pop(self.thread_id, None)
+            sleepers.pop(self.thread_id, None)
             self.thread_id = None
 
     def _serve_one(self) -> bool:
@@ -395,7 +343,7 @@ class WorkerThread(_Sleeper, CodeThread):
     def _end_job(self) -> None:
         with self._cond:
             self._current = None  # interrupt() injects nothing from now on
-            _clear_async_exc(self.thread_id)
+            clear_async_exc(self.thread_id)
         assert self._job is not None
         (future, ok, value), self._job = self._job, None
         if ok:
@@ -430,35 +378,6 @@ class WorkerThread(_Sleeper, CodeThread):
             self._closing = True
         self.interrupt()  # a cancelled child's code may still be running
         self._jobs.put(_STOP)
-
-
-def _clear_async_exc(thread_id: int | None) -> None:
-    if thread_id is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
-
-
-_sleepers: dict[int, _Sleeper] = {}  # code threads whose sleeps an interrupt wakes
-_real_sleep = time.sleep
-_sleep_lock = threading.Lock()
-
-
-def _interruptible_sleep(seconds: float) -> None:
-    """``time.sleep`` that an interrupt of its code thread wakes (see the module docstring)."""
-    worker = _sleepers.get(threading.get_ident())
-    if worker is None or type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
-        return _real_sleep(seconds)  # also raises what time.sleep raises for bad values
-    worker.wait_until(lambda: False, seconds)
-    return None
-
-
-_interruptible_sleep.__name__ = _interruptible_sleep.__qualname__ = "sleep"
-_interruptible_sleep.__doc__ = _real_sleep.__doc__
-
-
-def _install_sleep() -> None:
-    with _sleep_lock:
-        if time.sleep is _real_sleep:
-            time.sleep = _interruptible_sleep
 
 
 __all__ = ["CallerThread", "CodeThread", "WorkerThread", "sigints_sent"]
