@@ -95,8 +95,15 @@ class RLMKernel(IPythonKernel):
         at once risk a module seen half-initialised, and the import freezes
         the objects alive at its end for the collector (``gc.freeze``)."""
         thread = self._warm_up
-        while thread is not None and thread.is_alive():
+        if thread is None or not thread.is_alive():
+            return
+        # Requests handled meanwhile (the page's comm messages) set the kernel's
+        # parent; the cell's own must be back before it runs, or its input()
+        # (an approval) would go out under theirs, with stdin not allowed.
+        ident, parent = self._parent_ident["shell"], self.get_parent("shell")
+        while thread.is_alive():
             await asyncio.sleep(0.02)
+        self.set_parent(ident, parent, "shell")
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
