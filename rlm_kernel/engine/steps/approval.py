@@ -52,9 +52,9 @@ class PromptApprover(Approver):
     """Asks with ``ask`` (``input`` by default) on the run's code thread, so
     a kernel's stdin request goes to the cell that started the run."""
 
-    def __init__(self, *, ask: Callable[[str], str] = input, show: Callable[[str], None] | None = print,
+    def __init__(self, *, ask: Callable[[str], str] | None = None, show: Callable[[str], None] | None = print,
                  editor: Editor | None = None) -> None:
-        self.ask = ask
+        self.ask = ask or _input
         self.show = show
         self.editor = editor or self.edit_as_line
 
@@ -86,6 +86,13 @@ class PromptApprover(Approver):
             lambda: self.ask("New code on one line (\\n for a line break; Enter keeps it): "))
         text = text.replace("\\n", "\n")
         return text if text.strip() else None
+
+
+def _input(prompt: str) -> str:
+    """``input`` as it is when asked, not when this module was imported: a
+    kernel puts its own in place (a stdin request to the page) only while a
+    cell runs, and this module may be imported before any cell ran."""
+    return input(prompt)
 
 
 def edit_in_editor(source: str) -> str | None:
