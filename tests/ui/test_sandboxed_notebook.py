@@ -49,6 +49,27 @@ def _responder(body: dict) -> Reply | str:
     return "Paris" if "Answer with one city" in all_text(body) else "Lyon"
 
 
+RUN_MS = 60_000  # for the run (a confined kernel's start, two root steps, one sub-call) on a busy machine
+SEEN_S = 15  # for the slider's value to reach the confined kernel
+
+# Records whether an agent code cell was still running when an output with
+# `text` was added to it: streamed live. A poll for that state can miss it on a
+# loaded page, where one frame may apply the output and the cell's end together.
+_WATCH_STREAMED = """(text) => {
+  const model = window.jupyterapp.shell.currentWidget.content.model;
+  window.__rlmStreamed = false;
+  const watch = cell => {
+    if (cell.type !== 'code') return;
+    cell.outputs.changed.connect(() => {
+      if ((cell.getMetadata('rlm') || {}).role === 'code' && cell.executionState === 'running'
+          && JSON.stringify(cell.outputs.toJSON()).includes(text)) window.__rlmStreamed = true;
+    });
+  };
+  for (let i = 0; i < model.cells.length; i++) watch(model.cells.get(i));
+  model.cells.changed.connect((_, change) => { if (change.type === 'add') change.newValues.forEach(watch); });
+}"""
+
+
 def _printed(page: Page, cell_id: str) -> str:
     return "".join(output_text(o) for o in cell_state(page, cell_id)["outputs"])
 
@@ -64,16 +85,15 @@ def test_a_sandboxed_notebook_end_to_end(page: Page, lab_server, request) -> Non
         wait_cell_executed(page, "ctx")
 
         # the run: its code cell streams from the confined kernel, with a sub-call widget
+        page.evaluate(_WATCH_STREAMED, "confined pid 2")
         start_cell(page, "ask")
-        page.wait_for_function(
-            """() => { const m = window.jupyterapp.shell.currentWidget.content.model;
-              for (let i = 0; i < m.cells.length; i++) {
-                const c = m.cells.get(i);
-                if ((c.getMetadata('rlm') || {}).role === 'code' && c.executionState === 'running'
-                    && JSON.stringify(c.outputs.toJSON()).includes('confined pid 2')) return true; }
-              return false; }""", timeout=60_000)  # printed before the cell ended: streamed live
-        wait_cell_idle(page, "ask", timeout=60_000)
-        expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=15_000)
+        page.wait_for_function("() => window.__rlmStreamed === true", timeout=RUN_MS)
+        wait_cell_idle(page, "ask", timeout=RUN_MS)
+        try:
+            expect(page.locator(".rlm-answer-cell")).to_have_count(1, timeout=15_000)
+        except AssertionError:
+            first = [(c["role"], c["status"], c["source"][:80], c["output"][-400:]) for c in all_cells(page)[:6]]
+            raise AssertionError(f"the run gave no answer; its first cells: {first}") from None
         code = next(c for c in all_cells(page) if c["role"] == "code")
         assert "confined pid 2" in code["output"] and "fact: Lyon" in code["output"], code
         cell = cell_by_id(page, code["id"])
@@ -116,7 +136,7 @@ def test_a_sandboxed_notebook_end_to_end(page: Page, lab_server, request) -> Non
         page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowRight")
         expect(cell_by_id(page, slider_cell).locator(".widget-readout")).to_have_text("5", timeout=10_000)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SEEN_S
         while True:
             check = run_cell(page, "print('seen', seen[-1] if seen else None, '| all seen', seen, '| value', s.value)")
             if "seen 5 " in _printed(page, check):
