@@ -6,10 +6,13 @@ against the scripted model (``_ext/rlm_examples.py``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# litellm (imported by autodoc and the examples' kernels) reads its cost map locally, never from the network
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(HERE / "_ext"))
 
 from rlm_kernel import __version__  # noqa: E402

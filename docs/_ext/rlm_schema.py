@@ -22,6 +22,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
 ORDER = ("notebook", "run", "cell")  # the roots and the run first; then the schema's own order
 
 
@@ -136,7 +137,7 @@ class SchemaExampleDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         from rlm_kernel.engine.trajectory.schema import problems
 
-        path = Path(self.env.srcdir).parent / self.arguments[0]
+        path = REPO / self.arguments[0]
         self.env.note_dependency(str(path))
         nb = json.loads(path.read_text(encoding="utf-8"))
         for problem in problems(nb):
@@ -181,7 +182,20 @@ class SchemaExampleDirective(SphinxDirective):
         return found
 
 
+def publish(app: Sphinx, exception: Exception | None) -> None:
+    """Put the schema where its ``$id`` says, relative to the site: ``schema/trajectory-N.json``."""
+    if exception is not None or app.builder.format != "html":
+        return
+    from rlm_kernel.engine.trajectory import schema as module
+
+    name = _schema()["$id"].rsplit("/", 1)[-1]
+    target = Path(app.outdir) / "schema" / name
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(Path(module.__file__).with_name("trajectory.schema.json").read_bytes())
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("build-finished", publish)
     app.add_directive("rlm-schema", SchemaDirective)
     app.add_directive("rlm-schema-example", SchemaExampleDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
