@@ -273,7 +273,7 @@ class ReplyStream(StreamListener):
             self._settled_at = len(self._settled)
             return True
         return any(r or "\n" in c or "<" in c or ">" in c
-                   for c, r in zip(self._content[seen:], self._reasoning[seen:]))
+                   for c, r in zip(self._content[seen:], self._reasoning[seen:], strict=True))
 
     def _publish(self) -> None:
         """Tell the sinks what the reply has written so far."""
