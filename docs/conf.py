@@ -55,6 +55,7 @@ smartquotes = False  # flags and code-like text stay as written (--model, not an
 nb_execution_mode = "off"
 nb_output_stderr = "show"
 nb_merge_streams = True
+nb_render_markdown_format = "gfm"  # the kernel's markdown outputs hold GitHub tables (a batch of sub-calls)
 # the sub-call widgets' views need our labextension; their markdown table is the same record
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 

@@ -6,12 +6,17 @@ with the scripted root and sub-models ``tests/test_examples.py`` gives it,
 exactly as that test runs it, and is written to ``docs/examples/NAME.ipynb``
 (generated, not committed) for myst-nb to render (its own execution is off).
 An executed copy is reused while its key holds: the example, the scripted
-models' code and the package's source, hashed. A cell error, a missing
+models' code, the package's source and the installed distributions' versions,
+hashed. Copies are also kept under ``$RLM_CACHE/docs-examples`` (default
+``~/.cache/rlm-kernel``), so a fresh checkout of the same code on the same
+machine (CI after a session) renders them without executing them again. A cell error, a missing
 example text or a key in an output is a build warning (an error in CI)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +31,8 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES, TESTS, OUT = REPO / "examples", REPO / "tests", Path(__file__).resolve().parents[1] / "examples"
+CACHE = Path(os.environ.get("RLM_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "rlm-kernel") / "docs-examples"
 NEEDS_TEXTS = {"needle_in_a_haystack.ipynb", "aggregation_over_records.ipynb", "documents_as_context.ipynb",
                "tables_as_context.ipynb"}
 NOTE = ("*This page is `examples/{name}` run when these docs were built, "
@@ -58,13 +65,43 @@ def responders() -> dict[str, Callable[[], Any]]:
     }
 
 
-def source_key(example: Path) -> str:
-    """What an executed copy depends on: the example, the scripted models, the package."""
-    digest = hashlib.sha256(example.read_bytes())
+def shared_key() -> str:
+    """What every executed copy depends on: the scripted models, the package, the environment."""
+    from importlib import metadata
+
+    digest = hashlib.sha256()
     for path in [TESTS / "test_examples.py", TESTS / "_examples.py", TESTS / "_helpers.py",
                  *sorted((REPO / "rlm_kernel").rglob("*.py"))]:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    digest.update("\n".join([sys.version, *installed]).encode())
+    return digest.hexdigest()
+
+
+def source_key(example: Path, shared: str) -> str:
+    """What an executed copy of ``example`` depends on: itself and :func:`shared_key`."""
+    return hashlib.sha256(shared.encode() + example.read_bytes()).hexdigest()[:16]
+
+
+def from_cache(name: str, key: str) -> bool:
+    """Take the executed copy of ``name`` for ``key`` from the cache, if there is one."""
+    cached = CACHE / f"{key}-{name}"
+    if not cached.is_file():
+        return False
+    OUT.mkdir(exist_ok=True)
+    shutil.copyfile(cached, OUT / name)
+    return True
+
+
+def to_cache(name: str, key: str) -> None:
+    """Keep the executed copy of ``name`` for ``key`` (the only one kept for that example)."""
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        for old in CACHE.glob(f"*-{name}"):
+            old.unlink()
+        shutil.copyfile(OUT / name, CACHE / f"{key}-{name}")
+    except OSError as error:  # a read-only home: the build goes on, it only executes them again next time
+        logger.info(f"[rlm] could not keep {name} in {CACHE}: {error}")
 
 
 def executed(name: str, responder: Callable[[], Any], key: str, workdir: Path) -> str | None:
@@ -103,7 +140,8 @@ def execute_examples(app: Sphinx) -> None:
     for name in names:
         if name not in table:
             logger.warning(f"examples/{name} has no scripted model in docs/_ext/rlm_examples.py: it is not rendered")
-    keys = {name: source_key(EXAMPLES / name) for name in names if name in table}
+    shared = shared_key()
+    keys = {name: source_key(EXAMPLES / name, shared) for name in names if name in table}
     todo = [name for name, key in keys.items()
             if not (OUT / name).exists() or nbformat.read(OUT / name, 4).metadata.get("rlm_docs", {}).get("key") != key]
     missing = _missing_texts()
@@ -113,6 +151,10 @@ def execute_examples(app: Sphinx) -> None:
     for stale in OUT.glob("*.ipynb"):
         if stale.name not in keys:
             stale.unlink()
+    cached = [name for name in todo if from_cache(name, keys[name])]
+    if cached:
+        logger.info(f"[rlm] {len(cached)} executed examples taken from {CACHE} (same code, same environment)")
+    todo = [name for name in todo if name not in cached]
     if not todo:
         logger.info(f"[rlm] the {len(keys)} executed examples are up to date")
         return
@@ -134,6 +176,7 @@ def execute_examples(app: Sphinx) -> None:
             if problem:
                 logger.warning(problem)
             else:
+                to_cache(name, keys[name])
                 logger.info(f"[rlm]   {name}: {seconds:.1f} s")
     logger.info(f"[rlm] examples executed in {time.perf_counter() - started:.1f} s")
 
