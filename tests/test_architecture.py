@@ -8,8 +8,8 @@ stay small."""
 from __future__ import annotations
 
 import ast
-import re
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
