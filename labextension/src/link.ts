@@ -21,7 +21,8 @@ import {
   hello,
   type KernelOp,
   readKernelMessage,
-  type TakeoverOp
+  type TakeoverOp,
+  type Writer
 } from './protocol';
 
 /** Where live ops and the messages they route go (LiveNotebook). */
@@ -32,6 +33,11 @@ export interface ILiveHandler {
   routeIOPub(msg: KernelMessage.IIOPubMessage): void;
   /** Apply at once what the two above left for later. */
   flush(): void;
+  /**
+   * Who writes the runs' cells: this page, or the server (the page then only
+   * shows them); null: not known yet (another kernel, until it says).
+   */
+  setWriter(writer: Writer | null): void;
 }
 
 /** Where take-over ops go (Takeover). */
@@ -40,6 +46,8 @@ export interface ITakeoverHandler {
   applyTakeover(op: TakeoverOp): FrontendOp | null;
   /** Another kernel, or this one restarting: what the old one said is void. */
   kernelReset(): void;
+  /** Who writes the notebook: under `server`, ops that change it are the server's to apply. */
+  setWriter(writer: Writer | null): void;
 }
 
 /** The part of a session the link follows. */
@@ -110,6 +118,7 @@ export class NotebookLink implements IDisposable {
     this.kernel = kernel;
     if (!this.disposed) {
       this.takeover.kernelReset();
+      this.setWriter(null); // until the new kernel says
     }
     if (!kernel) {
       return;
@@ -140,6 +149,11 @@ export class NotebookLink implements IDisposable {
     if (status === 'restarting' || status === 'autorestarting') {
       this.takeover.kernelReset();
     }
+  }
+
+  private setWriter(writer: Writer | null): void {
+    this.live.setWriter(writer);
+    this.takeover.setWriter(writer);
   }
 
   /** Open the page's own comm with `hello` (the previous one is closed). */
@@ -186,9 +200,13 @@ export class NotebookLink implements IDisposable {
       this.live.routeIOPub(msg);
       return;
     }
-    const { live, takeover } = readKernelMessage(
+    const { live, takeover, writer } = readKernelMessage(
       (msg.content as { data?: unknown }).data
     );
+    if (writer) {
+      this.live.flush(); // what came before was for the writer it had then
+      this.setWriter(writer);
+    }
     if (live.length) {
       this.live.applyOps(live);
     }

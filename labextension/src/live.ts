@@ -10,8 +10,10 @@
  * websocket) catches up in fewer, larger frames; a page that keeps up shows
  * each change in the next frame.
  */
+import { Notification } from '@jupyterlab/apputils';
 import { isMarkdownCellModel, MarkdownCell } from '@jupyterlab/cells';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
+import type * as nbformat from '@jupyterlab/nbformat';
 import type { INotebookModel, Notebook } from '@jupyterlab/notebook';
 import type { KernelMessage } from '@jupyterlab/services';
 import { JSONExt, type JSONObject } from '@lumino/coreutils';
@@ -41,9 +43,11 @@ import type {
   IRunEnded,
   IRunStarted,
   IStatus,
-  KernelOp
+  KernelOp,
+  Writer
 } from './protocol';
 import { OutputRouter } from './router';
+import { SharedRunView } from './sharedview';
 import type { IRunStatusSource } from './statusbar';
 
 interface IRun {
@@ -54,6 +58,9 @@ interface IRun {
 
 /** How many unplaceable inserts to keep while waiting for a `resync`. */
 const MAX_PENDING = 500;
+
+/** How many messages a page holds while it does not know who writes. */
+const MAX_HELD = 20_000;
 
 /**
  * The longest wait for a frame before what is queued is applied anyway: a
@@ -74,8 +81,11 @@ export class LiveNotebook
     private readonly context: DocumentRegistry.IContext<INotebookModel>,
     private readonly views: () => Notebook[]
   ) {
+    // The server writes only for RLM kernels (rlm_kernel/server/kernels.py):
+    // a shared notebook on another kernel is written by its pages.
     this.router = new OutputRouter(cellId => codeCellById(this.model, cellId));
     this.follower = new RunFollower(views);
+    this.shared = new SharedRunView(() => this.model, views, this.follower);
   }
 
   get statusChanged(): ISignal<this, void> {
@@ -101,8 +111,41 @@ export class LiveNotebook
     this.disposed = true;
     this.unschedule();
     this.queued = [];
+    this.shared.dispose();
     this.follower.dispose();
     Signal.clearData(this);
+  }
+
+  /**
+   * `server`: the Jupyter server writes the runs into the shared document
+   * (real-time collaboration); this page changes nothing of them, it shows
+   * them (sharedview.ts) and their status. null: the kernel has not said
+   * yet; a page of a shared notebook then holds what comes until it does
+   * (it must not write what the server writes), any other page writes.
+   */
+  setWriter(writer: Writer | null): void {
+    this.writer = writer;
+    const server = this.mode === 'server';
+    if (server !== this.serverWrites) {
+      this.serverWrites = server;
+      if (server) {
+        this.shared.start();
+      } else {
+        this.shared.stop();
+      }
+    }
+    if (this.mode !== null && this.queued.length) {
+      this.schedule();
+    }
+  }
+
+  /** Who writes, as far as this page knows (null: wait). */
+  private get mode(): Writer | null {
+    if (this.writer) {
+      return this.writer;
+    }
+    const kernel = this.context.sessionContext.session?.kernel?.name ?? '';
+    return this.model.collaborative && kernel.startsWith('rlm') ? null : 'page';
   }
 
   applyOps(ops: readonly KernelOp[]): void {
@@ -110,7 +153,10 @@ export class LiveNotebook
   }
 
   routeIOPub(msg: KernelMessage.IIOPubMessage): void {
-    if (this.queued.length || this.concerns(msg)) {
+    if (this.serverWrites) {
+      return; // the server puts the run's outputs into the shared document
+    }
+    if (this.queued.length || this.concerns(msg) || this.mode === null) {
       this.enqueue({ msg });
     }
   }
@@ -123,6 +169,11 @@ export class LiveNotebook
    */
   flush(): void {
     this.unschedule();
+    if (this.mode === null) {
+      // Who writes is not known yet: keep it all (the newest MAX_HELD).
+      this.queued.splice(0, this.queued.length - MAX_HELD);
+      return;
+    }
     const queued = this.queued;
     this.queued = [];
     for (const item of queued) {
@@ -158,6 +209,10 @@ export class LiveNotebook
       return;
     }
     this.queued.push(item);
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (this.frame === null) {
       this.frame = requestAnimationFrame(() => this.flush());
       this.frameTimer = window.setTimeout(() => this.flush(), FRAME_WAIT_MS);
@@ -193,6 +248,9 @@ export class LiveNotebook
   }
 
   private apply(op: KernelOp): void {
+    if (this.serverWrites) {
+      return this.show(op);
+    }
     switch (op.op) {
       case 'run_started':
         return this.runStarted(op);
@@ -215,6 +273,28 @@ export class LiveNotebook
     }
   }
 
+  /** With the server writing: the status bar and following, no change to the notebook. */
+  private show(op: KernelOp): void {
+    switch (op.op) {
+      case 'run_started':
+        return this.runStarted(op, false);
+      case 'status':
+        return this.setStatus(op);
+      case 'run_ended':
+        return this.runEnded(op, false);
+      case 'resync':
+        if (op.status) {
+          if (!op.ended) {
+            this.follower.start();
+          }
+          this.setStatus(op.status);
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
   private run(runId: string): IRun {
     let run = this.runs.get(runId);
     if (!run) {
@@ -224,10 +304,12 @@ export class LiveNotebook
     return run;
   }
 
-  private runStarted(op: IRunStarted): void {
+  private runStarted(op: IRunStarted, write = true): void {
     const run = this.run(op.run_id);
     run.anchorCellId = op.anchor_cell_id;
-    this.markFollowUp(op);
+    if (write) {
+      this.markFollowUp(op);
+    }
     this.follower.start();
     this.setStatus({
       protocol: op.protocol,
@@ -408,12 +490,12 @@ export class LiveNotebook
     this._statusChanged.emit();
   }
 
-  private runEnded(op: IRunEnded): void {
+  private runEnded(op: IRunEnded, write = true): void {
     const run = this.run(op.run_id);
     this.follower.stop();
     this.pending = this.pending.filter(p => p.run_id !== op.run_id);
     this.router.stop(run.cellIds);
-    for (const cellId of run.cellIds) {
+    for (const cellId of write ? run.cellIds : []) {
       const cell = codeCellById(this.model, cellId);
       if (cell && cell.executionState === 'running') {
         cell.executionState = 'idle';
@@ -444,8 +526,14 @@ export class LiveNotebook
    * the anchor.
    */
   private resync(op: IResync): void {
+    if (op.ended) {
+      return this.catchUp(op);
+    }
     const run = this.run(op.run_id);
     run.anchorCellId = op.anchor_cell_id;
+    if (op.status) {
+      this.setStatus(op.status);
+    }
     this.restorePageCells(op);
     this.restoreAnchor(op);
     let previous = op.anchor_cell_id;
@@ -474,6 +562,92 @@ export class LiveNotebook
       previous = id;
     }
     this.retryPending();
+  }
+
+  /**
+   * A run that ended while this page did not show it (closed mid-run,
+   * opened after): the cells of it the notebook lacks go in, in order, below
+   * its `%%rlm` cell; a cell of it that never finished here, and the `%%rlm`
+   * cell without its count, get their outputs and counts. Nothing the page
+   * already has is added again; a line says what came in.
+   */
+  private catchUp(op: IResync): void {
+    if (op.status && (!this._status || this._status.run_id === op.run_id || this._status.state !== 'running')) {
+      this.setStatus(op.status);
+    }
+    if (!cellById(this.model, op.anchor_cell_id)) {
+      return;
+    }
+    this.restorePageCells(op); // the cells run before it, as the run found them
+    let brought = 0;
+    let previous = op.anchor_cell_id;
+    for (const cell of op.cells) {
+      const id = typeof cell.id === 'string' ? cell.id : '';
+      if (!id) {
+        continue;
+      }
+      const here = cellById(this.model, id);
+      if (!here) {
+        const inserted = insertCellAfter(this.model, previous, {
+          ...cell,
+          id,
+          cell_type: cell.cell_type as NewCell['cell_type'],
+          source: joinSource(cell.source)
+        });
+        if (!inserted) {
+          return;
+        }
+        brought++;
+        this.inserted.add(id);
+        if (isMarkdownCellModel(inserted)) {
+          this.showRendered(id);
+        }
+      } else if (this.finishCell(id, cell)) {
+        brought++;
+      }
+      previous = id;
+    }
+    const anchor = codeCellById(this.model, op.anchor_cell_id);
+    if (
+      anchor &&
+      op.anchor &&
+      anchor.executionCount === null &&
+      anchor.executionState !== 'running'
+    ) {
+      this.router.restore(op.anchor_cell_id, op.anchor.outputs ?? []);
+      this.router.stop([op.anchor_cell_id]);
+      anchor.executionCount = op.anchor.execution_count;
+    }
+    if (brought) {
+      const from = op.source === 'journal' ? 'its journal on disk' : 'the kernel';
+      Notification.info(
+        `RLM: ${brought} cell${brought === 1 ? '' : 's'} of run ${op.run_id} ` +
+          `that this page missed were brought in from ${from}.`,
+        { autoClose: 10_000 }
+      );
+    }
+  }
+
+  /** A cell of an ended run that never finished on this page: its outputs and count. */
+  private finishCell(id: string, cell: nbformat.ICell): boolean {
+    const code = codeCellById(this.model, id);
+    if (!code || cell.cell_type !== 'code' || code.executionCount !== null) {
+      return false;
+    }
+    const done = cell as nbformat.ICodeCell;
+    if (done.execution_count === null || done.execution_count === undefined) {
+      return false;
+    }
+    code.trusted = true;
+    this.router.restore(id, done.outputs ?? []);
+    this.router.stop([id]);
+    code.executionCount = done.execution_count;
+    code.executionState = 'idle';
+    const rlm = asDict(done.metadata?.rlm);
+    if (rlm) {
+      untracked(this.model, () => code.setMetadata('rlm', rlm as JSONObject));
+    }
+    return true;
   }
 
   /**
@@ -574,6 +748,9 @@ export class LiveNotebook
   }
 
   private disposed = false;
+  private writer: Writer | null = null;
+  private serverWrites = false;
+  private readonly shared: SharedRunView;
   private readonly router: OutputRouter;
   private readonly follower: RunFollower;
   private readonly runs = new Map<string, IRun>();

@@ -159,6 +159,17 @@ export interface IResync extends IOpBase {
   anchor?: IResyncAnchor | null;
   /** The page's other code cells as the run started (their outputs). */
   page_cells?: IPageCell[];
+  /** The run's newest status (a reloaded page's status bar). */
+  status?: IStatus | null;
+  /**
+   * The run has ended: this page missed it (closed mid-run, opened after).
+   * It adds the cells it lacks, nothing more, and says so.
+   */
+  ended?: boolean;
+  /** Where the cells come from: the kernel that ran it, or its journal on disk. */
+  source?: 'kernel' | 'journal';
+  /** How the run ended. */
+  reason?: string | null;
 }
 
 /** A live op: kernel -> frontend, about one run (`run_id`). */
@@ -245,6 +256,14 @@ export interface IMoveCells extends ITakeoverBase {
 
 export type TakeoverOp =
   IGetCells | ICellMetadata | ICellSource | IDeleteCells | IMoveCells;
+
+/**
+ * Who writes a run's cells into this notebook: each page its own copy
+ * (`page`), or, under real-time collaboration, the Jupyter server into the
+ * shared document (`server`), the pages then only showing them. The kernel
+ * says so after every `hello`.
+ */
+export type Writer = 'server' | 'page';
 
 // -- Frontend -> kernel ops --------------------------------------------------
 
@@ -421,12 +440,28 @@ export interface IKernelMessageOps {
   live: KernelOp[];
   /** A take-over op (they are never batched). */
   takeover: TakeoverOp | null;
+  /** Who writes the runs' cells (the `writer` op), else null. */
+  writer: Writer | null;
+}
+
+/** The writer a `writer` op names, else null. */
+export function writerOf(data: unknown): Writer | null {
+  const record = asDict(data);
+  if (!record || record.protocol !== PROTOCOL || record.op !== 'writer') {
+    return null;
+  }
+  return record.writer === 'server' ? 'server' : 'page';
 }
 
 /** Read the `data` of a kernel's `comm_open` / `comm_msg`. */
 export function readKernelMessage(data: unknown): IKernelMessageOps {
   const live = kernelOps(data);
-  return { live, takeover: live.length ? null : asTakeoverOp(data) };
+  const writer = live.length ? null : writerOf(data);
+  return {
+    live,
+    takeover: live.length || writer ? null : asTakeoverOp(data),
+    writer
+  };
 }
 
 const SYNTHETIC_MSG_ID = /^rlm-(.+)-(\d+)$/;

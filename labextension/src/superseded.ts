@@ -7,8 +7,11 @@
  * refuse in time: the page must not send it.
  *
  * This plugin is the notebook's cell executor (JupyterLab's
- * `INotebookCellExecutor`, whose own provider the extension's package.json
- * disables): every cell runs through JupyterLab's `runCell`, but a
+ * `INotebookCellExecutor`, whose own providers the extension's package.json
+ * disables: JupyterLab's, and jupyter-collaboration's, which is JupyterLab's
+ * `runCell` unless its server-side execution is on, and otherwise won over
+ * ours whenever jupyter-collaboration was installed): every cell runs
+ * through JupyterLab's `runCell`, but a
  * superseded code cell is left as it is, and a note says so (one for all the
  * cells one command skipped).
  */

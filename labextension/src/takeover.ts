@@ -37,7 +37,8 @@ import {
   type ICells,
   type IMoveCells,
   type IReplayCounts,
-  type TakeoverOp
+  type TakeoverOp,
+  type Writer
 } from './protocol';
 import type { IReplaySource } from './statusbar';
 
@@ -75,8 +76,26 @@ export class Takeover implements ITakeoverHandler, IReplaySource, IDisposable {
     this.setReplay(null);
   }
 
+  /**
+   * `server`: the Jupyter server applies the ops that change the shared
+   * notebook; null (not said yet): the server when the notebook is shared
+   * and its kernel an RLM kernel (the only ones the server writes for).
+   */
+  setWriter(writer: Writer | null): void {
+    this.writer = writer;
+  }
+
   applyTakeover(op: TakeoverOp): ICells | null {
     const model = this.model;
+    const kernel = this.context.sessionContext.session?.kernel?.name ?? '';
+    const writer =
+      this.writer ?? (model.collaborative && kernel.startsWith('rlm') ? 'server' : 'page');
+    if (writer === 'server' && op.op !== 'get_cells') {
+      if (op.op === 'cell_metadata' && op.replay) {
+        this.setReplay(op.replay);
+      }
+      return null;
+    }
     switch (op.op) {
       case 'get_cells':
         return this.cells(op.request_id);
@@ -178,6 +197,7 @@ export class Takeover implements ITakeoverHandler, IReplaySource, IDisposable {
   }
 
   private disposed = false;
+  private writer: Writer | null = null;
   private _replay: IReplayCounts | null = null;
   private readonly _replayChanged = new Signal<this, void>(this);
 }

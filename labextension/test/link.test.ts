@@ -101,7 +101,11 @@ class Live implements ILiveHandler {
   flush(): void {
     this.flushes++;
   }
+  setWriter(writer: string | null): void {
+    this.writers.push(writer);
+  }
   flushes = 0;
+  writers: Array<string | null> = [];
 }
 
 class Takeover implements ITakeoverHandler {
@@ -118,6 +122,10 @@ class Takeover implements ITakeoverHandler {
   kernelReset(): void {
     this.resets++;
   }
+  setWriter(writer: string | null): void {
+    this.writers.push(writer);
+  }
+  writers: Array<string | null> = [];
 }
 
 const insert = {
@@ -250,6 +258,21 @@ describe('NotebookLink', () => {
     expect(live.batches).toEqual([]);
     next.publish('comm_msg', { data: insert });
     expect(live.batches).toHaveLength(1);
+  });
+
+  it('tells both sides who writes: unknown until the kernel says', () => {
+    expect(live.writers).toEqual([null]);
+    expect(takeover.writers).toEqual([null]);
+    kernel.publish('comm_msg', {
+      data: { protocol: 'rlm/1', op: 'writer', writer: 'server' }
+    });
+    expect(live.writers).toEqual([null, 'server']);
+    expect(takeover.writers).toEqual([null, 'server']);
+    expect(live.batches).toEqual([]);
+    expect(takeover.ops).toEqual([]);
+    // another kernel: unknown again until that one says
+    session.change(new FakeKernel());
+    expect(live.writers.at(-1)).toBe(null);
   });
 
   it('waits for a kernel that is not connected yet', () => {

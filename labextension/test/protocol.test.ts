@@ -250,8 +250,22 @@ describe('readKernelMessage', () => {
     const batch = { protocol: 'rlm/1', op: 'ops', ops: [insert, started] };
     expect(readKernelMessage(batch)).toEqual({
       live: [insert, started],
-      takeover: null
+      takeover: null,
+      writer: null
     });
+  });
+
+  it('reads who writes the runs from a writer op, and nothing else', () => {
+    expect(
+      readKernelMessage({ protocol: 'rlm/1', op: 'writer', writer: 'server' })
+    ).toEqual({ live: [], takeover: null, writer: 'server' });
+    expect(
+      readKernelMessage({ protocol: 'rlm/1', op: 'writer', writer: 'page' })
+        .writer
+    ).toBe('page');
+    expect(
+      readKernelMessage({ protocol: 'rlm/1', op: 'anchor_started' })
+    ).toEqual({ live: [], takeover: null, writer: null });
   });
 
   it('gives a take-over op to the take-over side only', () => {
@@ -270,7 +284,8 @@ describe('readKernelMessage', () => {
   it('reads nothing from a widget comm message', () => {
     expect(readKernelMessage({ method: 'update', state: {} })).toEqual({
       live: [],
-      takeover: null
+      takeover: null,
+      writer: null
     });
   });
 });

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..engine.execution.executors import CellResult, ShellExecutor
-from ..sinks.live import LiveChannel, step_msg_id
+from ..live_protocol import anchor_msg_id, step_msg_id
+from ..sinks.live import LiveChannel
 
 
 @contextmanager
@@ -42,6 +43,26 @@ def step_parent(kernel: Any, cell_id: str, code: str, count: int | None, announc
                 stream.flush()
             except Exception:
                 pass
+        kernel.set_parent(ident, parent, "shell")
+
+
+@contextmanager
+def anchor_parent(kernel: Any, cell_id: str, count: int, channel: LiveChannel) -> Iterator[None]:
+    """Run a ``%%rlm`` cell under a synthetic parent (``anchor_msg_id``),
+    announced first with ``anchor_started`` (its request's msg_id and its own
+    count: the server's writer sets that count when the request ends). Its
+    steps' parents are made from this one; the request's own parent is back
+    before ipykernel publishes its reply and its 'idle'."""
+    parent = kernel.get_parent("shell") or {}
+    ident = kernel._shell_parent_ident.get() if hasattr(kernel, "_shell_parent_ident") else b""
+    msg_id = anchor_msg_id(cell_id)
+    synthetic = {**parent, "header": {**(parent.get("header") or {}), "msg_id": msg_id}, "msg_id": msg_id}
+    channel.send("anchor_started", cell_id=cell_id, msg_id=msg_id,
+                 request_msg_id=(parent.get("header") or {}).get("msg_id"), execution_count=count)
+    kernel.set_parent(ident, synthetic, "shell")
+    try:
+        yield
+    finally:
         kernel.set_parent(ident, parent, "shell")
 
 

@@ -125,8 +125,13 @@ class RLMKernel(IPythonKernel):
                 # 'busy' for this cell and the line above, and the page would
                 # show the kernel idle for the whole run: say 'busy' again.
                 super()._publish_status("busy", "shell", parent=request[0])
+        anchor = self._anchor_cell(request) if awaited else None
         try:
-            reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
+            with self._anchored(anchor, number):
+                reply = await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
+                                                 **kwargs)
+                if anchor is not None:
+                    await self.rlm_channel.anchor_finished(anchor, number)
         finally:
             if awaited:
                 with self._status_lock:
@@ -139,6 +144,24 @@ class RLMKernel(IPythonKernel):
         if store_history and not silent and awaited and "execution_count" in reply:
             reply["execution_count"] = number
         return reply
+
+    def _anchor_cell(self, request: tuple[dict[str, Any], int]) -> str | None:
+        """The %%rlm cell whose own outputs the Jupyter server's writer puts
+        into the notebook (one is attached), else None: the page that ran it
+        does (JupyterLab's own output area)."""
+        cell_id = (request[0].get("metadata") or {}).get("cellId")
+        return cell_id if cell_id and self.rlm_channel.writer else None
+
+    def _anchored(self, cell_id: str | None, number: int) -> Any:
+        """A %%rlm cell's own outputs, while the Jupyter server writes the
+        notebook, go under a parent of their own that the server routes into
+        the cell (the page that ran it then writes none of them: one writer,
+        also after that page is reloaded or closed)."""
+        from contextlib import nullcontext
+
+        from .executor import anchor_parent
+
+        return nullcontext() if cell_id is None else anchor_parent(self, cell_id, number, self.rlm_channel)
 
     async def shell_channel_thread_main(self, msg: Any) -> None:
         """ipykernel hands the main shell's requests to the main thread one at

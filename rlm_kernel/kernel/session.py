@@ -26,6 +26,7 @@ from ..engine.model.model_client import ModelEndpoint
 from ..engine.model.tree import endpoints
 from ..engine.trajectory.records import message_content
 from ..engine.trajectory.replay import ReplayBook, record_metadata
+from .catch_up import journal_catch_ups, runs_folder
 from .person_cells import PersonCells
 from .reruns import recorded_run_below
 
@@ -97,10 +98,29 @@ class KernelSession:
             cells = data.get("cells")
             if isinstance(cells, list):
                 self._take_cells(cells)
+                if data.get("request_id") == "hello":
+                    self._catch_up(cells)
             future = self._requests.pop(str(data.get("request_id")), None)
             if future is not None and not future.done():
                 future.get_loop().call_soon_threadsafe(
                     lambda: None if future.done() else future.set_result(cells))
+
+    def _catch_up(self, cells: list[dict[str, Any]]) -> None:
+        """A page answered its hello's ``get_cells``: the runs it missed come
+        to it, from this kernel while it has them, else from their journals
+        (without collaboration only: with it, the server wrote them)."""
+        channel = self.channel
+        if channel.writer is not None:
+            return
+        channel.catch_up(cells)
+        where = runs_folder(os.environ.get("JPY_SESSION_NAME"))
+        if where is None:
+            return
+        known = {sink.anchor for sink in channel.ended if sink.anchor}
+        if channel.active is not None and channel.active.anchor:
+            known.add(channel.active.anchor)
+        for fields in journal_catch_ups(cells, *where, known):
+            channel.send("resync", **fields)
 
     def _take_cells(self, cells: list[dict[str, Any]]) -> None:
         self.cells = cells

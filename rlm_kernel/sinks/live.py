@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.trajectory.sink import Sink
+from ..live_protocol import PROTOCOL, step_msg_id
 from .notebook import plain
 
 if TYPE_CHECKING:
@@ -31,28 +32,29 @@ if TYPE_CHECKING:
     from ..engine.trajectory.result import RunResult
     from ..engine.trajectory.sink import RunView
 
-PROTOCOL = "rlm/1"
 _HIDDEN_ROLES = ("context", "query")
 BATCH_WINDOW_S = 0.02  # the longest an op waits for company; too short for a person to notice
-
-
-def step_msg_id(cell_id: str) -> str:
-    """The synthetic parent msg_id a generated cell's code runs under."""
-    return f"rlm-{cell_id}-1"
+ENDED_KEPT = 20  # finished runs kept for a page that missed them (their cells, outputs included)
+ANCHOR_ACK_S = 1.0  # the longest a %%rlm cell's reply waits for the server's writer to set its count
 
 
 class LiveChannel:
-    """Registers the ``rlm`` comm target and remembers whether a frontend
-    with the extension said hello."""
+    """Registers the ``rlm`` comm target and remembers who said hello: pages
+    with the extension, and the Jupyter server's writer (``role: "writer"``),
+    which, with real-time collaboration, writes every run into the shared
+    document itself; the pages then only show it."""
 
     def __init__(self) -> None:
         from comm import get_comm_manager
 
         self.attached = False
+        self.writer: str | None = None  # the client id of the server's writer, once it said hello
         self.notebook_path: str | None = None
         self.batches = False  # the last hello said the frontend reads `ops` messages
         self.comm: Any = None
         self.active: LiveSink | None = None
+        self.ended: list[LiveSink] = []  # the last runs that ended, newest last (a page that missed them)
+        self._written: dict[str, Any] = {}  # %%rlm cells waiting for the writer's anchor_written: their futures
         self.listeners: list[Any] = []  # called with every frontend op (take-over requests and replies)
         self.lock = threading.RLock()  # held while sending, so queued and direct ops stay in order
         get_comm_manager().register_target("rlm", self._on_open)
@@ -64,14 +66,38 @@ class LiveChannel:
     def _handle(self, data: dict[str, Any]) -> None:
         if data.get("protocol") != PROTOCOL:
             return
+        if data.get("op") == "anchor_written":
+            future = self._written.pop(str(data.get("cell_id")), None)
+            if future is not None and not future.done():
+                future.get_loop().call_soon_threadsafe(lambda: None if future.done() else future.set_result(None))
+            return
         for listener in list(self.listeners):
             listener(data)
         if data.get("op") == "hello":
             self.attached = True
+            from_writer = data.get("role") == "writer"
+            if from_writer:
+                self.writer = str(data.get("client_id") or "server")
             self.notebook_path = data.get("notebook_path") or self.notebook_path
             self.batches = "ops" in (data.get("features") or ())
+            # Every page learns who writes the run's cells: itself, or the server.
+            self.send("writer", writer="server" if self.writer else "page")
             if self.active is not None:
-                self.active.resync()
+                # With the server writing, a page only needs the run's status.
+                self.active.resync(light=self.writer is not None and not from_writer)
+            elif self.ended and self.writer is not None and not from_writer:
+                self.ended[-1].resync(light=True)  # the last run's final status
+
+    def catch_up(self, page: list[dict[str, Any]]) -> None:
+        """A page answered the ``get_cells`` of its hello: the runs that ended
+        here and that it lacks cells of come to it (without collaboration; with
+        it, the server wrote them into the shared document)."""
+        if self.writer is not None:
+            return
+        for sink in list(self.ended):
+            fields = sink.catch_up(page)
+            if fields is not None:
+                self.send("resync", **fields)
 
     def send(self, op: str, **fields: Any) -> None:
         """Send one op now, after whatever the active run still has queued."""
@@ -89,6 +115,26 @@ class LiveChannel:
                 sink.flush()
             else:
                 self.send("cell_started", run_id=run_id, cell_id=cell_id, msg_id=msg_id)
+
+    async def anchor_finished(self, cell_id: str, count: int | None) -> None:
+        """A ``%%rlm`` cell's request is about to be answered, while the server
+        writes the notebook: the writer sets the cell's count and idle state
+        first, so the page that ran it finds them set when its reply comes
+        (and sets nothing itself); at most ``ANCHOR_ACK_S`` is waited."""
+        import asyncio
+
+        future = asyncio.get_running_loop().create_future()
+        self._written[cell_id] = future
+        self.send("anchor_finished", cell_id=cell_id, execution_count=count)
+        try:
+            await asyncio.wait_for(future, ANCHOR_ACK_S)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._written.pop(cell_id, None)
+
+    def keep_ended(self, sink: LiveSink) -> None:
+        self.ended = [s for s in self.ended if s is not sink][-(ENDED_KEPT - 1):] + [sink]
 
     def publish(self, message: dict[str, Any]) -> None:
         from comm import create_comm
@@ -123,6 +169,8 @@ class LiveSink(Sink):
         self.last_cell_id = anchor.cell_id
         self.run: RunView | None = None
         self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
+        self.last_status: dict[str, Any] | None = None
+        self.reason: str | None = None  # how the run ended, once it has
         self.drafts: dict[str, str] = {}  # the page's draft cells of a streaming reply: id -> source sent
         self._outbox: list[dict[str, Any]] = []
         self._outbox_lock = threading.Lock()
@@ -230,40 +278,75 @@ class LiveSink(Sink):
     def status(self, run: RunView, status: dict[str, Any]) -> None:
         if run.depth:
             return
+        self.last_status = status
         self._send("status", **status)
 
     def run_ended(self, run: RunView, result: RunResult) -> None:
         if run.depth:
             return
         answer_cell = run.cells[-1].id if run.cells else None
+        self.reason = result.reason
         self._send("run_ended", run_id=run.run_id, reason=result.reason, answer_cell_id=answer_cell)
 
         def detach() -> None:
             if self.channel.active is self:
                 self.channel.active = None
+            self.channel.keep_ended(self)
 
         self.thread.post(detach)
 
-    def resync(self) -> None:
+    def resync(self, light: bool = False) -> None:
         """A page (re)connected during the run: send what it may have lost by
         a reload (runs on the main thread, where comm messages are handled):
         every cell of the run so far; the anchor cell's own output and count,
         with the msg_id its later outputs come under; and the page's other
         code cells as they were when the run started (nothing else runs while
-        it goes on), so the outputs of cells run before it come back too."""
+        it goes on), so the outputs of cells run before it come back too.
+        ``light``: the server writes the shared document, the page only
+        needs the run and its status."""
         run = self.run
         if run is None:
             return
-        cells = [_cell_json(c, outputs=True) for c in run.cells
-                 if c.metadata.get("rlm", {}).get("role") not in _HIDDEN_ROLES]
+        cells = [] if light else self.cells()
         self.drafts.clear()  # the reloaded page has none: the next progress inserts them again
         ours = {c["id"] for c in cells}
         anchor = self._anchor
-        shown = anchor.outputs() if anchor.outputs is not None else None
+        shown = anchor.outputs() if anchor.outputs is not None and not light else None
         self.channel.send("resync", run_id=run.run_id, anchor_cell_id=self.anchor, cells=cells,
                           parent_msg_id=self.parent_msg_id,
-                          anchor={"execution_count": anchor.execution_count, "outputs": shown},
-                          page_cells=[c for c in self._page_cells if c["id"] not in ours])
+                          anchor=None if light else {"execution_count": anchor.execution_count, "outputs": shown},
+                          page_cells=[c for c in self._page_cells if c["id"] not in ours], status=self.last_status,
+                          **({"ended": True, "reason": self.reason} if self.reason is not None else {}))
+
+    def cells(self) -> list[dict[str, Any]]:
+        """The run's cells the page shows, as nbformat JSON with their outputs."""
+        run = self.run
+        return [_cell_json(c, outputs=True) for c in (run.cells if run is not None else [])
+                if c.metadata.get("rlm", {}).get("role") not in _HIDDEN_ROLES]
+
+    def catch_up(self, page: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """This run ended; a page that said hello since lacks some of its
+        cells (it was closed mid-run, or opened after): the ``resync``
+        fields that bring them in (the page adds those it lacks, and the
+        anchor's final output and count), else None. A page whose notebook
+        has no anchor cell of this run is not its notebook."""
+        run = self.run
+        have = {c.get("id"): c for c in page}
+        anchor = have.get(self.anchor)
+        if run is None or anchor is None:
+            return None
+        cells = self.cells()
+        unfinished = [c for c in cells if c["id"] not in have or (
+            c["cell_type"] == "code" and have[c["id"]].get("execution_count") is None
+            and c.get("execution_count") is not None)]
+        if not unfinished and anchor.get("execution_count") is not None:
+            return None
+        shown = self._anchor.outputs() if self._anchor.outputs is not None else []
+        ours = {c["id"] for c in cells}
+        return {"run_id": run.run_id, "anchor_cell_id": self.anchor, "cells": cells,
+                "anchor": {"execution_count": self._anchor.execution_count, "outputs": shown},
+                "page_cells": [c for c in self._page_cells if c["id"] not in ours],
+                "ended": True, "source": "kernel", "reason": self.reason, "status": self.last_status}
 
 
 def _shown_cells(cells: list[dict[str, Any]], anchor: str | None) -> list[dict[str, Any]]:
