@@ -54,10 +54,13 @@ del _rlm_ui_hello_probe
 """
 
 
-def start_lab(base: Path, log_name: str = "jupyter-lab.log", without_extension: bool = False) -> LabServer:
+def start_lab(base: Path, log_name: str = "jupyter-lab.log", without_extension: bool = False,
+              collaboration: bool = True) -> LabServer:
     """Start ``jupyter lab`` on 127.0.0.1 (no token) with everything it
     writes under ``base`` and its log in test-artifacts/ui/LOG_NAME; returns
-    once it answers. ``without_extension`` disables rlm-kernel's labextension."""
+    once it answers. ``without_extension`` disables rlm-kernel's labextension;
+    ``collaboration`` False turns real-time collaboration off for this server
+    (jupyter-collaboration, when installed, turns it on for every server)."""
     root_dir = base / "notebooks"
     app_settings_dir = base / "app-settings"
     user_settings_dir = base / "user-settings"
@@ -101,19 +104,23 @@ def start_lab(base: Path, log_name: str = "jupyter-lab.log", without_extension: 
         f"--LabApp.app_settings_dir={app_settings_dir}",
         f"--LabApp.user_settings_dir={user_settings_dir}",
         f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        *([] if collaboration else ["--YDocExtension.disable_rtc=True"]),
     ]
     env = dict(
         os.environ,
         JUPYTER_CONFIG_DIR=str(config_dir),
         IPYTHONDIR=str(base / "ipython"),
         RLM_UI_HELLO_LOG=str(hello_log),
+        # the file-id database and runtime files stay in the test's folder, not the home folder
+        JUPYTER_DATA_DIR=str(base / "data"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
         PYTHONUNBUFFERED="1",
     )
     with log_path.open("w") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root_dir
         )
-    lab = LabServer(url, root_dir, user_settings_dir, hello_log, process, log_path)
+    lab = LabServer(url, root_dir, user_settings_dir, hello_log, process, log_path, collaboration=collaboration)
     try:
         _wait_until_up(url, process, log_path)
     except BaseException:

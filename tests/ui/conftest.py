@@ -46,12 +46,33 @@ def _require_labextension() -> None:
 
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """The JupyterLab most tests share: real-time collaboration on when
+    jupyter-collaboration is installed (as in many deployments)."""
     _require_labextension()
     server = start_lab(tmp_path_factory.mktemp("lab"))
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def lab_server_no_rtc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """A second JupyterLab, with real-time collaboration turned off
+    (``--YDocExtension.disable_rtc=True``): each page its own copy of a
+    notebook. Started the first time a test asks for it."""
+    _require_labextension()
+    server = start_lab(tmp_path_factory.mktemp("lab-no-rtc"), "jupyter-lab-no-rtc.log", collaboration=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["rtc", "no-rtc"])
+def any_lab(request: pytest.FixtureRequest) -> LabServer:
+    """Each test that takes it runs twice: collaboration on, then off."""
+    return request.getfixturevalue("lab_server" if request.param == "rtc" else "lab_server_no_rtc")
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ class LabServer:
     hello_log: Path
     process: subprocess.Popen = field(repr=False)
     log_path: Path = field(repr=False)
+    collaboration: bool = True  # real-time collaboration on (one shared document per notebook)
 
     def write_notebook(self, path: str, cells: list[dict], kernel: str = "python3") -> str:
         """Write a notebook into the server's root directory; returns its path."""

@@ -305,8 +305,10 @@ def test_saved_notebook_keeps_markers(page: Page, lab_server: LabServer, request
     screenshot(page, request)
 
 
-def test_reload_mid_run_resyncs(page: Page, lab_server: LabServer, request) -> None:
-    """A reloaded page says hello; the kernel's resync puts the run's cells back."""
+def test_reload_mid_run_resyncs(page: Page, lab_server_no_rtc: LabServer, request) -> None:
+    """A reloaded page says hello; the kernel's resync puts the run's cells back
+    (its own copy: without collaboration; with it, the document keeps them)."""
+    lab_server = lab_server_no_rtc
     open_notebook(page, lab_server, new_notebook(lab_server, "resync"))
     setup = textwrap.dedent(
         """

@@ -58,7 +58,9 @@ def _cell_text(page: Page, cell_id: str) -> tuple[str, int | None]:
     return text, state["count"]
 
 
-def test_reload_mid_run_keeps_filling_the_notebook(page: Page, lab_server, request) -> None:
+def test_reload_mid_run_keeps_filling_the_notebook(page: Page, lab_server_no_rtc, request) -> None:
+    """Without collaboration: the page's own copy (with it, see test_live_viewers.py)."""
+    lab_server = lab_server_no_rtc
     page.on("dialog", lambda dialog: dialog.accept())  # "leave the page with unsaved changes?"
     with ScriptedServer(Script(root=STEPS)) as server:
         path = open_run_notebook(page, lab_server, "reload.ipynb", CONTEXT_CELL,
