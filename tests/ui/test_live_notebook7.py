@@ -34,7 +34,9 @@ STEPS = [
 ]
 
 
-def test_notebook7_real_run_inserts_cells(page: Page, lab_server, request) -> None:
+def test_notebook7_real_run_inserts_cells(page: Page, any_lab, request) -> None:
+    """With collaboration (the server writes the shared document) and without (the page its copy)."""
+    lab_server = any_lab
     with ScriptedServer(Script(root=STEPS, sub=lambda p: Reply(text=f"re {p}", delay=0.3))) as server:
         path = open_run_notebook(page, lab_server, "nb7-run.ipynb", "context = 'seven ' * 100",
                                  f"{rlm_magic(server.url)}\nDoes it work in Notebook 7?", opener=open_in_notebook7)

@@ -50,7 +50,9 @@ def _agent_cells(page: Page) -> list[dict]:
     )
 
 
-def test_live_run_fills_the_notebook(page: Page, lab_server, model_server, request) -> None:
+def test_live_run_fills_the_notebook(page: Page, any_lab, model_server, request) -> None:
+    """With collaboration (the server writes the shared document) and without (the page its copy)."""
+    lab_server = any_lab
     (lab_server.root_dir / "haystack.txt").write_text("needle " * 5000)
     path = lab_server.write_notebook("live-run.ipynb", [], kernel="rlm")
     open_notebook(page, lab_server, path)

@@ -25,6 +25,7 @@ from _viewers import (
 from labdriver import (
     cell_state,
     code_cell,
+    open_in_notebook7,
     open_notebook,
     open_run_notebook,
     rlm_magic,
@@ -90,13 +91,17 @@ def test_two_tabs_with_collaboration(page: Page, lab_server, request) -> None:
     assert not _yjs_errors(first_log) and not _yjs_errors(second_log), _yjs_errors(first_log + second_log)
 
 
-def test_reload_mid_run_with_collaboration(page: Page, lab_server, request) -> None:
+@pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+def test_reload_mid_run_with_collaboration(page: Page, lab_server, request, frontend: str) -> None:
     """Reload while a step's cell runs: the %%rlm cell ends with its count and
     final status, the running cell keeps its output and count, the status bar
-    and the sub-call widget come back live."""
+    (JupyterLab; Notebook 7 has none) and the sub-call widget come back live."""
     page.on("dialog", lambda dialog: dialog.accept())
+    opener = open_in_notebook7 if frontend == "notebook7" else open_notebook
+    name = f"viewers-reload-{frontend}.ipynb"
     with ScriptedServer(script(think_s=8.0)) as server:
-        _notebook(page, lab_server, "viewers-reload.ipynb", server.url)
+        open_run_notebook(page, lab_server, name, CONTEXT_CELL, f"{rlm_magic(server.url)}\nWhere does each wind blow?",
+                          code_cell("# a person's cell below the run", "below"), opener=opener)
         start_cell(page, "ask")
         page.wait_for_function(
             """() => { const m = window.jupyterapp.shell.currentWidget.content.model;
@@ -104,26 +109,29 @@ def test_reload_mid_run_with_collaboration(page: Page, lab_server, request) -> N
                          const meta = c.getMetadata('rlm');
                          if (meta && meta.role === 'code' && meta.step === 2) return c.executionState === 'running'; }
                        return false; }""", timeout=60_000, polling=50)
-        screenshot(page, request, "-before-reload")
+        screenshot(page, request, f"-{frontend}-before-reload")
         running = next(c["id"] for c in agent_cells(page) if c["role"] == "code" and c["step"] == 2)
         page.reload()
         wait_notebook_attached(page)
-        expect(page.locator("#jp-main-statusbar .rlm-status")).to_contain_text("step", timeout=15_000)
-        screenshot(page, request, "-after-reload")
+        if frontend == "lab":
+            expect(page.locator("#jp-main-statusbar .rlm-status")).to_contain_text("step", timeout=15_000)
+        screenshot(page, request, f"-{frontend}-after-reload")
         cells = wait_for_run(page)
         try:
             check_run(cells, "the reloaded tab")
         except AssertionError:
             import json
-            saved = wait_saved_run(lab_server, "viewers-reload.ipynb")
+            saved = wait_saved_run(lab_server, name)
             print("SAVED", json.dumps([(c["id"], c.get("outputs")) for c in saved["cells"] if c["cell_type"] == "code"])[:6000])
             print("PAGE", json.dumps([(c["id"], (cell_state(page, c["id"]) or {}).get("outputs")) for c in cells if c["type"] == "code"])[:6000])
             raise
         assert next(c for c in cells if c["id"] == running)["output"] == "slept 2000\n"
-        expect(page.locator("#jp-main-statusbar .rlm-status")).to_contain_text("ended: final", timeout=10_000)
+        if frontend == "lab":
+            expect(page.locator("#jp-main-statusbar .rlm-status")).to_contain_text("ended: final", timeout=10_000)
         _widget_live(page)
-        screenshot(page, request, "-done")
+        screenshot(page, request, f"-{frontend}-done")
         assert ask_state(page)["state"] == "idle"
+    check_saved(wait_saved_run(lab_server, name), "the saved file")
 
 
 def test_closed_tabs_reopened_after_the_run(page: Page, any_lab, request) -> None:
