@@ -3,6 +3,7 @@ section with an anchor, a table of rows, inline code, text parsed as MyST."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from docutils import nodes
@@ -24,6 +25,15 @@ def section(document: nodes.document, title: str | nodes.Node, anchor: str) -> n
 
 def literal(text: str) -> nodes.literal:
     return nodes.literal(text, text)
+
+
+def with_code(text: str) -> nodes.paragraph:
+    """A help string as a paragraph, its `backticked` words as inline code (as --help's readers read them)."""
+    out = nodes.paragraph()
+    for index, piece in enumerate(re.split(r"`([^`]+)`", text)):
+        if piece:
+            out += literal(piece) if index % 2 else nodes.Text(piece)
+    return out
 
 
 def paragraph(*parts: nodes.Node | str) -> nodes.paragraph:

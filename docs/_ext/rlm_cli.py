@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from _nodes import literal, paragraph, section, table
+from _nodes import literal, paragraph, section, table, with_code
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
@@ -88,7 +88,7 @@ def parser_nodes(parser: argparse.ArgumentParser, note: str = "") -> list[nodes.
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) or action.dest in shared:
                 continue
             rows.append([literal(_flags(action)), _argument(action), _default(action),
-                         paragraph(_help(action, parser.prog))])
+                         with_code(_help(action, parser.prog))])
         if rows:
             out.append(nodes.rubric("", group.title.capitalize() if group.title else "Arguments"))
             out.append(table(["argument", "value", "default", "what it does"], rows, widths=[24, 18, 12, 46]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from _nodes import literal, paragraph, section, table
+from _nodes import literal, section, table, with_code
 from docutils import nodes
 from rlm_cli import parser_nodes
 from sphinx.application import Sphinx
@@ -48,7 +48,7 @@ class MagicsDirective(SphinxDirective):
                 self.state.document.note_explicit_target(cell)
             seen.add(target)
             cell += literal(syntax)
-            rows.append([cell, paragraph(what)])
+            rows.append([cell, with_code(what)])
         out: list[nodes.Node] = [table(["in a cell", "what it does"], rows, widths=[45, 55])]
         helps = [("%%rlm", "rlm-cell-flags", run_parser()),
                  ("%rlm continue", "rlm-continue-flags", continue_parser()),

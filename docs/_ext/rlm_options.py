@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _nodes import literal, paragraph, section, table
+from _nodes import literal, section, table, with_code
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
@@ -87,7 +87,7 @@ class OptionsDirective(SphinxDirective):
             notes.append("recorded among the run's limits")
         help_text = option.help + (f" ({'; '.join(notes)})" if notes else "")
         return [name, literal(default_text(option)) if option.default is not None or option.kind == "flag"
-                else default_text(option), allowed_text(option), paragraph(help_text)]
+                else default_text(option), allowed_text(option), with_code(help_text)]
 
 
 def _options_file() -> str:
