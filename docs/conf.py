@@ -77,6 +77,6 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version", "theme-version"],
 }
-html_sidebars = {"index": []}
+html_sidebars = {"index": [], "getting-started/index": [], "contributing": []}  # pages without a section to navigate
 html_show_sourcelink = False
 html_last_updated_fmt = None

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _nodes import literal, paragraph, section, table
+from _nodes import literal, paragraph, section, table, with_code
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
@@ -112,14 +112,14 @@ class SchemaDirective(SphinxDirective):
             spec = defs[name]
             part = section(self.state.document, nodes.literal(name, name), f"schema-{name.replace('_', '-')}")
             if spec.get("description"):
-                part += paragraph(spec["description"])
+                part += with_code(spec["description"])
             properties = spec.get("properties")
             if properties:
                 required = set(spec.get("required", []))
                 part += table(["key", "type", "required", "meaning"],
                               [[literal(key), type_nodes(value), "yes" if key in required else "",
-                                paragraph(value.get("description", ""))] for key, value in properties.items()],
-                              widths=[18, 30, 10, 42])
+                                with_code(value.get("description", ""))] for key, value in properties.items()],
+                              widths=[20, 26, 12, 42])
             else:
                 part += paragraph("Type: ", *type_nodes(spec))
             for rule in conditions(spec):
@@ -161,7 +161,7 @@ class SchemaExampleDirective(SphinxDirective):
         container = nodes.container(classes=["rlm-schema-example"])
         container += nodes.rubric("", title)
         container += nodes.literal_block(text, text, language="json")
-        rows = [[literal(path), paragraph(meaning)] for path, meaning in self._annotations(value, spec, root)]
+        rows = [[literal(path), with_code(meaning)] for path, meaning in self._annotations(value, spec, root)]
         container += table(["key", "what it says (from the schema)"], rows, widths=[35, 65])
         return container
 
