@@ -1,7 +1,9 @@
-"""While a %%rlm cell runs, the kernel's published state stays busy: requests
-handled beside the run (here a subshell created on the control channel, as
-JupyterLab does for widget comms) must not end with an 'idle' that the page
-would show as the kernel's state."""
+"""While a %%rlm cell runs, the kernel's published state stays busy: a
+request handled beside the run (a subshell created on the control channel, as
+JupyterLab does for widget comms; a widget's change) ends with its own 'idle',
+which the page needs to finish the request, and the run's 'busy' is said
+again right after it, so the page shows the kernel busy until the run's own
+'idle'."""
 
 from __future__ import annotations
 
@@ -19,16 +21,21 @@ from rlm_kernel.testing.server import Script, ScriptedServer
 pytestmark = pytest.mark.kernel
 
 
-def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
+def test_requests_beside_a_run_end_with_their_idle_and_the_run_is_said_busy_again(tmp_path) -> None:
     root = [repl("import time\ntime.sleep(2)\nprint('slept')"), "FINAL(done)"]
     with ScriptedServer(Script(root=root)) as server:
         km, kc = start_new_kernel(kernel_name="rlm", cwd=str(tmp_path), env=clean_env(), startup_timeout=90)
         try:
+            opened: list = []
             kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.model.litellm_setup import load_litellm as litellm_module\n"
-                                   "litellm_module();", timeout=90)
+                                   "litellm_module()\nfrom comm import create_comm\nseen = []\n"
+                                   "probe = create_comm(target_name='probe')\n"
+                                   "probe.on_msg(lambda msg: seen.append(msg['content']['data']))", timeout=90,
+                                   output_hook=opened.append)
+            comm_id = next(m for m in opened if m["msg_type"] == "comm_open")["content"]["comm_id"]
             run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nWait.")
             statuses: list[tuple[str, str | None]] = []
-            sent = False
+            subshell = change = None
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 try:
@@ -36,23 +43,35 @@ def test_no_idle_is_published_while_a_run_goes_on(tmp_path) -> None:
                 except queue.Empty:
                     continue
                 parent = msg["parent_header"].get("msg_id")
-                if msg["msg_type"] in ("display_data", "stream") and not sent:
-                    # the run has started (its status line): ask for a subshell beside it
-                    kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
-                    sent = True
+                if msg["msg_type"] in ("display_data", "stream") and subshell is None:
+                    # the run has started (its status line): a subshell and a widget's change beside it
+                    request = kc.session.msg("create_subshell_request", {})
+                    kc.control_channel.send(request)
+                    subshell = request["header"]["msg_id"]
+                    change = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"value": 5}})
+                    kc.shell_channel.send(change)
+                    change = change["header"]["msg_id"]
                 if msg["msg_type"] == "status":
                     statuses.append((msg["content"]["execution_state"], parent))
                     if parent == run_id and msg["content"]["execution_state"] == "idle":
                         break
-            assert sent, "the run showed nothing"
+            assert subshell is not None, "the run showed nothing"
             reply = kc.get_control_msg(timeout=10)
             assert reply["msg_type"] == "create_subshell_reply" and reply["content"]["status"] == "ok", reply
-            idles = [p for state, p in statuses if state == "idle"]
-            assert idles == [run_id], statuses  # the run's own idle, last, and no other
-            # after the run, side requests report idle again as usual
+            for side in (subshell, change):
+                # the page's request is done only with its 'idle' (JupyterLab's future; ipywidgets' next change)
+                at = statuses.index(("idle", side)), statuses
+                assert statuses[at[0] + 1] == ("busy", run_id), statuses  # ... and the run is said busy again
+            assert ("busy", change) in statuses, statuses
+            assert statuses[-1] == ("idle", run_id), statuses  # the run's own idle, last
+            assert statuses.count(("idle", run_id)) == 1, statuses
+            # after the run, side requests report idle as usual, and the change was taken
             kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
             later = kc.get_iopub_msg(timeout=10), kc.get_iopub_msg(timeout=10)
             assert [m["content"].get("execution_state") for m in later] == ["busy", "idle"], later
+            printed: list = []
+            kc.execute_interactive("print(seen)", timeout=30, output_hook=printed.append)
+            assert any("{'value': 5}" in m["content"].get("text", "") for m in printed), printed
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
@@ -117,8 +136,9 @@ def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tm
     comm's subshell in JupyterLab) can end between ipykernel's 'busy' for a
     %%rlm cell and the moment the kernel counts the run, and its 'idle' then
     showed the kernel idle for the whole run (seen once in CI). Flood the
-    control channel across several runs' starts: at each of a run's outputs,
-    the last state the kernel published must be busy."""
+    control channel across several runs' starts: every 'idle' of a run's
+    time but its own is followed at once by the run's 'busy', so the page
+    never stays on idle while the run goes on."""
     runs = 8
     root = [repl("print('step one')"), "FINAL(done)"] * runs
     with ScriptedServer(Script(root=root)) as server:
@@ -138,10 +158,12 @@ def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tm
             kc.execute_interactive("context = 'x' * 100\nfrom rlm_kernel.engine.model.litellm_setup import load_litellm as litellm_module\n"
                                    "litellm_module();", timeout=90)
             flooding.start()
-            seen_at_outputs: list[list[str | None]] = []
+            seen_at_outputs: list[list[tuple[str, str | None]]] = []
+            run_ids: list[str] = []
             for _ in range(runs):
                 run_id = kc.execute(f"%%rlm --model openai/root-model --api-base {server.url}\nSay done.")
-                shown, seen, ended = None, [], False
+                run_ids.append(run_id)
+                seen, ended = [], False
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline and not ended:
                     try:
@@ -151,13 +173,18 @@ def test_requests_that_end_as_a_run_starts_do_not_leave_the_kernel_shown_idle(tm
                     parent = msg["parent_header"].get("msg_id")
                     if msg["msg_type"] == "status":
                         shown = msg["content"]["execution_state"]
+                        seen.append((shown, parent))
                         ended = parent == run_id and shown == "idle"
-                    elif parent == run_id and msg["msg_type"] in ("display_data", "update_display_data", "stream"):
-                        seen.append(shown)
                 assert ended, "a run never ended"
                 seen_at_outputs.append(seen)
-            assert all(seen for seen in seen_at_outputs), seen_at_outputs
-            assert all(set(seen) == {"busy"} for seen in seen_at_outputs), [" ".join(map(str, s)) for s in seen_at_outputs]
+            for seen in seen_at_outputs:
+                started = next(i for i, (state, parent) in enumerate(seen) if state == "busy" and parent == run_ids[0])
+                during = seen[started:-1]  # from the run's busy to before its own idle
+                assert ("idle", run_ids[0]) not in during, seen
+                for i, (state, _) in enumerate(during):
+                    if state == "idle":
+                        assert i + 1 < len(during) and during[i + 1] == ("busy", run_ids[0]), seen
+                run_ids.pop(0)
         finally:
             stop.set()
             if flooding.is_alive():

@@ -221,19 +221,48 @@ class RLMKernel(IPythonKernel):
 
     def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
         """While a %%rlm cell runs, requests handled beside it (a subshell
-        created for widget clicks, a click on that subshell, the page's
-        control requests) each end with an 'idle' that JupyterLab shows as the
-        kernel's state though the run goes on. Leave those out, from the run's
-        start to its own 'idle' (the cell's flushed output comes after the
-        cell has returned)."""
+        created for widget clicks, a widget's change or click, the page's
+        control requests) each end with an 'idle'. The page needs it: its
+        request is done only with it (JupyterLab's future for a subshell, and
+        ipywidgets holds a widget's next change until the last one's idle).
+        But JupyterLab also shows it as the kernel's state though the run
+        goes on, so the run's own 'busy' is said again right after it, from
+        the run's start to its own 'idle' (the cell's flushed output comes
+        after the cell has returned)."""
         with self._status_lock:
             if status == "idle" and (self.rlm_requests or self._runs_ending):
                 sent = parent or self.get_parent(channel) or {}
                 msg_id = sent.get("header", {}).get("msg_id")
-                if msg_id not in self._runs_ending:
+                if msg_id in self._runs_ending:
+                    self._runs_ending.discard(msg_id)
+                elif self.rlm_requests:
+                    super()._publish_status("idle", channel, sent)
+                    super()._publish_status("busy", "shell", parent=self.rlm_requests[-1][0])
                     return
-                self._runs_ending.discard(msg_id)
+                else:
+                    return  # a run's cell has returned and its own 'idle' is on its way
             super()._publish_status(status, channel, parent)
+
+    async def dispatch_shell(self, msg: Any, /, subshell_id: str | None = None, *, concurrent: bool = False) -> None:
+        """ipykernel hands a comm message that comes while a %%rlm cell holds
+        the main shell to its handler at once, with no 'busy' or 'idle'; the
+        page's widget then never hears that its change was taken and holds
+        every later one until a reload. Say both for it, as for any request."""
+        if not concurrent or self.session is None:
+            await super().dispatch_shell(msg, subshell_id, concurrent=concurrent)
+            return
+        try:
+            _, frames = self.session.feed_identities(msg, copy=False)
+            request = {"header": self.session.deserialize(frames, content=False, copy=False)["header"]}
+        except Exception:  # noqa: BLE001 - ipykernel reports a bad message itself
+            request = None
+        if request is not None:
+            super()._publish_status("busy", "shell", parent=request)
+        try:
+            await super().dispatch_shell(msg, subshell_id, concurrent=True)
+        finally:
+            if request is not None:
+                self._publish_status("idle", "shell", parent=request)
 
     @contextmanager
     def _cancel_on_sigint(self, future: asyncio.Future[Any]) -> Any:
