@@ -12,7 +12,7 @@ Rows marked ``official`` restate, in our own words, a case from the
 official library's tests (alexzhang13/rlm; the C-numbers of
 notes/rlm_reference_cases.md), a probe of its behaviour (P-...) or a pull
 request about its parsing (PR #...). ``differs`` says where and why we
-answer otherwise; the README's "Reply protocol" lists the same.
+answer otherwise; docs/reference/reply-protocol.md lists the same.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Streaming root replies (README, "Streaming"): the reply is read as the
+"""Streaming root replies (docs/guide/notebook.md, "Streaming"): the reply is read as the
 scripted server writes it, token by token, with a time to first token;
 a code block runs once its closing fence has arrived while the model is
 still writing; drafts reach the sinks; a broken stream is retried or kept;

@@ -7,7 +7,7 @@ an unconfined one in one invocation.
   difference between a run of ``steps`` steps and a run of one step, divided
   by the steps between them (so the start and the answer are left out).
 
-Targets (README, Trust): at most 1.2x per step, under 1 s of extra start.
+Targets (docs/guide/sandbox.md): at most 1.2x per step, under 1 s of extra start.
 The scripted server answers at once, so the per-step figure is the harness's
 own cost; against a real model's seconds per step the sandbox's share shrinks.
 """

@@ -7,5 +7,5 @@ jupyter_client's ipc transport. ``launcher.SandboxSpec`` is that kernel's
 home for the remote executor (``remote/executor.py``, shared with the
 gateway); ``inside.py`` adds the sandbox's limits to the shared inside;
 ``context_files.py`` carries a context in. See docs/architecture.md and
-README's Trust section.
+trust page of the docs (docs/guide/trust.md).
 """

@@ -124,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if made:
             say(f"API key for this server (made now, shown once, stored nowhere): {key}")
         if args.host not in ("127.0.0.1", "localhost", "::1"):
-            say("listening beyond this machine: the models' code runs here with your rights (see README, Trust)")
+            say("listening beyond this machine: the models' code runs here with your rights (see docs/guide/trust.md)")
         proxy = subprocess.Popen(proxy_command(config, args), env=env)
         threading.Thread(target=_announce_ready, args=(proxy, url), daemon=True).start()
         return _wait(proxy)

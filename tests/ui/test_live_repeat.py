@@ -33,7 +33,7 @@ ENOUGH_STUCK = 3  # stop early: the point is made, and the test stays under a mi
 
 
 def _instant(body: dict[str, Any]) -> str:
-    # FINAL beside code is not taken (README, "Reply protocol"): the answer comes alone, a step later
+    # FINAL beside code is not taken (docs/reference/reply-protocol.md): the answer comes alone, a step later
     if any(m.get("role") == "assistant" for m in body.get("messages", [])):
         return "FINAL(quick answer)"
     return "One quick step.\n```repl\nprint('quick step')\n```"

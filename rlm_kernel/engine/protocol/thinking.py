@@ -2,7 +2,7 @@
 providers return beside the reply, ``<think>`` / ``<thinking>`` spans in the
 reply itself, and the wrappers some models put around their answer.
 
-The rules (the README's "Reply protocol" has them for users):
+The rules (docs/reference/reply-protocol.md has them for users):
 
 - A ``<think>`` (or ``<thinking>``) tag at the start of a line outside a code
   fence opens thinking, up to its closing tag wherever it is; a tag never

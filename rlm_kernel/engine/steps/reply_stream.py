@@ -7,7 +7,7 @@ ends). ``segments()`` gives the reply's segments in order, each once it is
 *settled*; ``reply`` is the whole reply read by ``protocol.parse_reply``
 once ``segments()`` is over.
 
-When a streamed segment settles (README, "Streaming"): a code block once its
+When a streamed segment settles (docs/guide/notebook.md, "Streaming"): a code block once its
 closing fence has arrived, and everything before it with it, unless the
 reply may still turn it into thinking or each block waits for a person's
 approval (``--approve``: then nothing settles before the reply's text is
