@@ -259,12 +259,11 @@ def test_the_link_check_finds_missing_files_and_anchors(tmp_path):
 # -- the examples and the notebook format ----------------------------------------------------
 
 def _scripted_examples() -> set[str]:
-    """The examples docs/_ext/rlm_examples.py has a scripted model for (the keys of what
-    ``responders()`` returns, read from its source: importing it imports test_examples)."""
-    tree = ast.parse((DOCS / "_ext" / "rlm_examples.py").read_text(encoding="utf-8"))
-    function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "responders")
-    returned = next(n.value for n in ast.walk(function) if isinstance(n, ast.Return))
-    return {key.value for key in returned.keys if isinstance(key, ast.Constant)}
+    """The examples the docs build has a scripted model for: the table
+    tests/test_examples.py runs them with (tests/_example_models.py)."""
+    from _example_models import RESPONDERS
+
+    return set(RESPONDERS)
 
 
 def test_every_example_has_the_scripted_model_the_docs_build_executes_it_against():

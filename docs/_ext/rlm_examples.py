@@ -2,7 +2,8 @@
 suite's scripted model server, so every output the site shows is real.
 
 Each ``examples/NAME.ipynb`` runs on the installed ``rlm`` kernel (nbclient)
-with the scripted root and sub-models ``tests/test_examples.py`` gives it,
+with the scripted root and sub-models ``tests/test_examples.py`` runs it with
+(``tests/_example_models.py``),
 exactly as that test runs it, and is written to ``docs/examples/NAME.ipynb``
 (generated, not committed) for myst-nb to render (its own execution is off).
 An executed copy is reused while its key holds: the example, the scripted
@@ -42,27 +43,12 @@ NOTE = ("*This page is `examples/{name}` run when these docs were built, "
 
 
 def responders() -> dict[str, Callable[[], Any]]:
-    """Each example's scripted models, as tests/test_examples.py runs it."""
+    """Each example's scripted models, as tests/test_examples.py runs it
+    (``tests/_example_models.py``)."""
     sys.path.insert(0, str(TESTS))
-    import test_examples as t
-    from _examples import quickstart_responder, scripted
+    from _example_models import RESPONDERS
 
-    return {
-        "quickstart.ipynb": quickstart_responder,
-        "needle_in_a_haystack.ipynb": lambda: scripted(t.NEEDLE_ROOT, t.needle_sub),
-        "aggregation_over_records.ipynb": lambda: scripted(t.RECORDS_ROOT, t.records_sub),
-        "code_base_question.ipynb": lambda: scripted(t.CODE_BASE_ROOT, t.code_base_sub),
-        "local_model.ipynb": lambda: scripted(
-            t.LOCAL_ROOT, lambda prompt: "Keep names in separate namespaces, and use more of them."),
-        "tools_and_follow_ups.ipynb": lambda: scripted(t.tools_root, lambda prompt: "unused"),
-        "plots_and_images.ipynb": lambda: scripted(t.VISION_ROOT, lambda prompt: "Jul"),
-        "background_subcalls.ipynb": lambda: scripted(t.BACKGROUND_ROOT, t.background_sub),
-        "documents_as_context.ipynb": lambda: scripted(t.DOCUMENTS_ROOT, t.documents_sub),
-        "tables_as_context.ipynb": lambda: scripted(
-            t.TABLES_ROOT, lambda prompt: "They call faith the way the just live."),
-        "human_in_the_loop.ipynb": lambda: scripted(lambda body: "FINAL_VAR(complaints)",
-                                                    lambda prompt: "a fresh call"),
-    }
+    return RESPONDERS
 
 
 def shared_key() -> str:
@@ -70,7 +56,7 @@ def shared_key() -> str:
     from importlib import metadata
 
     digest = hashlib.sha256()
-    for path in [TESTS / "test_examples.py", TESTS / "_examples.py", TESTS / "_helpers.py",
+    for path in [TESTS / "_example_models.py", TESTS / "_examples.py", TESTS / "_helpers.py",
                  *sorted((REPO / "rlm_kernel").rglob("*.py"))]:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
