@@ -17,13 +17,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until_serving(url: str, process: Any, timeout: float, poll: float = 0.2) -> bool:
-    """Poll ``url`` until it answers HTTP 200 (True), or until ``process``
-    (a ``subprocess.Popen``) exits or ``timeout`` seconds pass (False)."""
+def wait_until_serving(url: str, process: Any, timeout: float, poll: float = 0.2,
+                       headers: dict[str, str] | None = None) -> bool:
+    """Poll ``url`` (with ``headers``: a token) until it answers HTTP 200
+    (True), or until ``process`` (a ``subprocess.Popen``) exits or
+    ``timeout`` seconds pass (False)."""
     deadline = time.monotonic() + timeout
+    request = urllib.request.Request(url, headers=headers or {})
     while process.poll() is None and time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
+            with urllib.request.urlopen(request, timeout=2) as reply:
                 if reply.status == 200:
                     return True
         except OSError:

@@ -24,12 +24,11 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._local_server import free_port, wait_until_serving
 from .common import BenchError, Progress, quiet
 from .report import fmt_ratio, machine_info, md_table, median, table, verdict
 
@@ -54,11 +53,7 @@ def local_gateway(progress: Progress = quiet) -> Iterator[tuple[str, str]]:
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [str(KERNEL_PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3", "language": "python", "metadata": {"process_proxy": {"class_name": proxy}}}))
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     token = secrets.token_hex(16)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "JUPYTER_PATH": str(work / "share"),
            "JUPYTER_DATA_DIR": str(work / "data"), "JUPYTER_RUNTIME_DIR": str(work / "runtime")}
@@ -70,11 +65,9 @@ def local_gateway(progress: Progress = quiet) -> Iterator[tuple[str, str]]:
                                    stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while not _up(url):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise BenchError("The Jupyter Enterprise Gateway did not start; see " + str(work / "gateway.log"))
-                time.sleep(0.2)
+            if not wait_until_serving(f"{url}/api/kernelspecs", process, 120,
+                                      headers={"Authorization": f"token {token}"}):
+                raise BenchError("The Jupyter Enterprise Gateway did not start; see " + str(work / "gateway.log"))
             yield url, token
         finally:
             process.send_signal(signal.SIGINT)
@@ -82,16 +75,6 @@ def local_gateway(progress: Progress = quiet) -> Iterator[tuple[str, str]]:
                 process.wait(15)
             except subprocess.TimeoutExpired:
                 process.kill()
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/api", timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # it answers (401 without the token)
-    except OSError:
-        return False
 
 
 class _CellClock:
