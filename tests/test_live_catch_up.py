@@ -86,6 +86,15 @@ def _run(kernel: Frontend, url: str) -> tuple[str, list[dict[str, Any]]]:
     return source, inserted
 
 
+def _save(tmp_path: Path, cells: list[dict[str, Any]]) -> None:
+    """The notebook saved as the page has it (a person saved it)."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.from_dict(c) for c in cells]
+    nbformat.write(notebook, tmp_path / "notes.ipynb")
+
+
 def _resyncs(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [op for op in ops if op.get("op") == "resync" and op.get("ended")]
 
@@ -116,6 +125,10 @@ def test_a_page_that_missed_a_run_gets_its_cells_from_the_kernel(tmp_path: Path)
                                        for c in resync["cells"]]
         whole[1] = {**whole[1], "execution_count": anchor["execution_count"]}
         assert _resyncs(_hello(kernel, whole)) == []
+
+        # Saved since the run ended without its cells: a person took them out; they stay out.
+        _save(tmp_path, _page_cells(source))
+        assert _resyncs(_hello(kernel, _page_cells(source))) == []
     finally:
         kernel.shutdown()
 
@@ -148,5 +161,8 @@ def test_another_kernel_brings_a_missed_run_in_from_its_journal(tmp_path: Path) 
         assert _resyncs(_hello(second, _page_cells(source) + resync["cells"])) == []
         other = _page_cells(source.replace(QUESTION, "Something else?"))
         assert _resyncs(_hello(second, other)) == []
+        # Saved after the run ended, without its cells: they were taken out on purpose.
+        _save(tmp_path, _page_cells(source))
+        assert _resyncs(_hello(second, _page_cells(source))) == []
     finally:
         second.shutdown()

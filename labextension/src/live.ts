@@ -277,12 +277,14 @@ export class LiveNotebook
   private show(op: KernelOp): void {
     switch (op.op) {
       case 'run_started':
+        this.trustAnchor(op.anchor_cell_id);
         return this.runStarted(op, false);
       case 'status':
         return this.setStatus(op);
       case 'run_ended':
         return this.runEnded(op, false);
       case 'resync':
+        this.trustAnchor(op.anchor_cell_id);
         if (op.status) {
           if (!op.ended) {
             this.follower.start();
@@ -292,6 +294,19 @@ export class LiveNotebook
         return;
       default:
         return;
+    }
+  }
+
+  /**
+   * The `%%rlm` cell shows what its run displays (the status line, the
+   * answer, an approval's buttons): the page that ran it trusted it, which
+   * the shared document says, but another page's cell read that only when
+   * it was made. Trusting it here changes nothing in the document.
+   */
+  private trustAnchor(cellId: string | null): void {
+    const anchor = cellId ? codeCellById(this.model, cellId) : null;
+    if (anchor && !anchor.trusted) {
+      anchor.trusted = true;
     }
   }
 

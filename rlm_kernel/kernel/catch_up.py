@@ -33,12 +33,12 @@ def runs_folder(session_name: str | None) -> tuple[Path, str] | None:
     return folder / "rlm-runs", path.stem
 
 
-def journal_catch_ups(page: list[dict[str, Any]], folder: Path, stem: str,
-                      known: set[str]) -> list[dict[str, Any]]:
+def journal_catch_ups(page: list[dict[str, Any]], folder: Path, stem: str, known: set[str],
+                      saved_at: float | None = None) -> list[dict[str, Any]]:
     """The ``resync`` fields of each run the page's notebook lacks: a
     ``%%rlm`` cell (not in ``known``, the anchors of runs this kernel has)
     with no run of its own below it whose question a journal of this
-    notebook asked."""
+    notebook asked, last written after the notebook was saved (``saved_at``)."""
     wanted = {}
     for cell in page:
         cell_id = cell.get("id")
@@ -55,6 +55,8 @@ def journal_catch_ups(page: list[dict[str, Any]], folder: Path, stem: str,
     found = []
     journals = sorted(folder.glob(f"{stem}-*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in journals[:MAX_JOURNALS]:
+        if saved_at is not None and path.stat().st_mtime < saved_at:
+            break  # older journals too: their runs ended before the notebook was saved
         query = _query(path)
         anchor = wanted.get(query or "")
         if anchor is None:

@@ -136,6 +136,10 @@ class CellRun:
         from ..engine.steps.approval import PromptApprover, notebook_approver
 
         kernel = getattr(self.shell, "kernel", None)
+        if live and self.session is not None and getattr(self.session.channel, "writer", None):
+            from .approval import WidgetApprover  # a shared notebook: any of its pages answers
+
+            return WidgetApprover(self.session.cell_source)
         if kernel is not None and not (kernel.get_parent("shell") or {}).get("content", {}).get("allow_stdin", True):
             raise RLMError("--approve asks on stdin, which this frontend does not allow.")
         if live and self.session is not None:

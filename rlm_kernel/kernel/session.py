@@ -108,18 +108,22 @@ class KernelSession:
     def _catch_up(self, cells: list[dict[str, Any]]) -> None:
         """A page answered its hello's ``get_cells``: the runs it missed come
         to it, from this kernel while it has them, else from their journals
-        (without collaboration only: with it, the server wrote them)."""
+        (without collaboration only: with it, the server wrote them); not
+        those that ended before the notebook was last saved (what it lacks of
+        them, a person took out)."""
         channel = self.channel
         if channel.writer is not None:
             return
-        channel.catch_up(cells)
+        saved = saved_notebook_path()
+        saved_at = saved.stat().st_mtime if saved is not None else None
+        channel.catch_up(cells, saved_at)
         where = runs_folder(os.environ.get("JPY_SESSION_NAME"))
         if where is None:
             return
         known = {sink.anchor for sink in channel.ended if sink.anchor}
         if channel.active is not None and channel.active.anchor:
             known.add(channel.active.anchor)
-        for fields in journal_catch_ups(cells, *where, known):
+        for fields in journal_catch_ups(cells, *where, known, saved_at=saved_at):
             channel.send("resync", **fields)
 
     def _take_cells(self, cells: list[dict[str, Any]]) -> None:

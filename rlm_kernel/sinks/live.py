@@ -16,6 +16,7 @@ step. Only the newest queued ``status`` is kept.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -88,13 +89,17 @@ class LiveChannel:
             elif self.ended and self.writer is not None and not from_writer:
                 self.ended[-1].resync(light=True)  # the last run's final status
 
-    def catch_up(self, page: list[dict[str, Any]]) -> None:
+    def catch_up(self, page: list[dict[str, Any]], saved_at: float | None = None) -> None:
         """A page answered the ``get_cells`` of its hello: the runs that ended
         here and that it lacks cells of come to it (without collaboration; with
-        it, the server wrote them into the shared document)."""
+        it, the server wrote them into the shared document), unless the
+        notebook was saved after a run ended (``saved_at``): then what it
+        lacks, a person took out."""
         if self.writer is not None:
             return
         for sink in list(self.ended):
+            if saved_at is not None and sink.ended_at is not None and saved_at > sink.ended_at:
+                continue
             fields = sink.catch_up(page)
             if fields is not None:
                 self.send("resync", **fields)
@@ -171,6 +176,7 @@ class LiveSink(Sink):
         self.started: set[str] = set()  # msg_ids of the cell_started ops queued so far
         self.last_status: dict[str, Any] | None = None
         self.reason: str | None = None  # how the run ended, once it has
+        self.ended_at: float | None = None  # when (time.time())
         self.drafts: dict[str, str] = {}  # the page's draft cells of a streaming reply: id -> source sent
         self._outbox: list[dict[str, Any]] = []
         self._outbox_lock = threading.Lock()
@@ -285,7 +291,7 @@ class LiveSink(Sink):
         if run.depth:
             return
         answer_cell = run.cells[-1].id if run.cells else None
-        self.reason = result.reason
+        self.reason, self.ended_at = result.reason, time.time()
         self._send("run_ended", run_id=run.run_id, reason=result.reason, answer_cell_id=answer_cell)
 
         def detach() -> None:

@@ -175,3 +175,44 @@ def cell_states(page: Page) -> list[str]:
     return page.evaluate("""() => { const m = window.jupyterapp.shell.currentWidget.content.model;
                                     return Array.from({length: m.cells.length},
                                                       (_, i) => m.cells.get(i).sharedModel.getSource()); }""")
+
+
+APPROVED = "First.\n```repl\nprint('approved by the colleague')\n```"
+SKIPPED = "Second.\n```repl\nprint('this never runs')\n```"
+
+
+def _answer_approval(tab: Page, button: str) -> None:
+    """Click ``button`` of the approval question the %%rlm cell shows now."""
+    cell = cell_by_id(tab, "ask")
+    cell.scroll_into_view_if_needed()  # a windowed notebook renders outputs in view (the page follows the run)
+    question = cell.locator(".rlm-approval")
+    expect(question).to_have_count(1, timeout=30_000)
+    question.get_by_role("button", name=button, exact=True).click()
+    expect(question).to_have_count(0, timeout=15_000)
+
+
+def test_either_person_approves_a_step(page: Page, colleague: Page, lab_server, request) -> None:
+    """``--approve`` in a shared notebook: the question is a row of buttons in
+    the %%rlm cell, on every page; the colleague runs the first step, the
+    person who started the run skips the second; each answer acts once."""
+    with ScriptedServer(Script(root=[APPROVED, SKIPPED, "FINAL(approved steps done)"])) as server:
+        path = open_run_notebook(page, lab_server, "colleagues-approve.ipynb", CONTEXT_CELL,
+                                 f"{rlm_magic(server.url, '--approve')}\nAsk before each step.")
+        open_notebook(colleague, lab_server, path)
+        start_cell(page, "ask")
+        expect(cell_by_id(page, "ask").locator(".rlm-approval")).to_have_count(1, timeout=60_000)
+        screenshot(colleague, request, "-question")
+        _answer_approval(colleague, "Run")
+        wait_output(page, "approved by the colleague")
+        _answer_approval(page, "Skip")
+        for tab in (page, colleague):
+            wait_cell_idle(tab, "ask", timeout=60_000)
+            expect(tab.locator(".rlm-answer-cell")).to_contain_text("approved steps done", timeout=15_000)
+        for where, tab in (("the page that ran it", page), ("the colleague's page", colleague)):
+            codes = [c for c in agent_cells(tab) if c["role"] == "code"]
+            assert [(c["step"], c["status"]) for c in codes] == [(1, "ok"), (2, "skipped")], f"{where}:\n{describe(codes)}"
+            assert codes[0]["output"].count("approved by the colleague") == 1, f"{where}:\n{describe(codes)}"
+            assert "this never runs" not in codes[1]["output"], f"{where}:\n{describe(codes)}"
+            said = "".join(str(o.get("data", {}).get("text/plain", "")) for o in cell_state(tab, "ask")["outputs"])
+            assert said.count("Step 1's code: ran as written.") == 1 and said.count("Step 2's code: skipped.") == 1, said
+        screenshot(page, request, "-answered")
