@@ -180,6 +180,7 @@ _RUN_AND_WAIT = """([cellId, steps]) => new Promise((resolve, reject) => {
   }
   notebook.mode = 'command';
   const started = performance.now();
+  marks.wall_start = Date.now();
   void app.commands.execute('notebook:run-cell');
 })"""
 
@@ -325,14 +326,16 @@ def _file_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def lab_page(log_name: str, without_extension: bool = False, playwright: Any = None) -> Iterator[tuple[LabServer, Any]]:
+def lab_page(log_name: str, without_extension: bool = False, playwright: Any = None,
+             collaboration: bool = True) -> Iterator[tuple[LabServer, Any]]:
     """A JupyterLab of its own (in a temporary folder) and a page in a
     Chromium of its own (``playwright``: an instance already started, as for
-    a second JupyterLab beside the first)."""
+    a second JupyterLab beside the first); ``collaboration`` False turns
+    real-time collaboration off for it."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="rlm-bench-") as tmp:
-        lab = start_lab(Path(tmp), log_name, without_extension=without_extension)
+        lab = start_lab(Path(tmp), log_name, without_extension=without_extension, collaboration=collaboration)
         try:
             with ExitStack() as stack:
                 if playwright is None:

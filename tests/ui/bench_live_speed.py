@@ -71,6 +71,7 @@ from _live_cells import (  # noqa: E402
 )
 from _stream_read import time_stream_reading  # noqa: E402
 from _token_to_page import plan, run_streaming  # noqa: E402
+from _two_tabs import time_two_tabs  # noqa: E402
 from labdriver import ARTIFACTS, shutdown_all_sessions  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
@@ -78,6 +79,7 @@ from rlm_kernel.testing.server import ScriptedServer  # noqa: E402
 
 TARGET_RATIO = 1.25
 TARGET_P95_MS = 150.0
+TARGET_TWO_TABS = 1.3  # a run with two tabs open against one
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,7 +99,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             shutdown_all_sessions(page)  # each part has the machine to itself
             streaming = run_streaming(page, lab, plan(args.quick), str(ARTIFACTS / "bench_token_to_page"))
             shutdown_all_sessions(page)
+            two_tabs = {"rtc": time_two_tabs(page, lab, server.url, args.steps, args.repeat, "two-tabs.ipynb")}
+            shutdown_all_sessions(page)
             batch = run_batch(page, lab, args.batch)
+            shutdown_all_sessions(page)
+            # The same with real-time collaboration off: each page writes its own copy.
+            with lab_page("bench-jupyter-lab-no-rtc.log", playwright=playwright, collaboration=False) as (
+                    off_lab, off_page):
+                streaming_off = run_streaming(off_page, off_lab, plan(args.quick),
+                                              str(ARTIFACTS / "bench_token_to_page-no-rtc"))
+                shutdown_all_sessions(off_page)
+                two_tabs["no_rtc"] = time_two_tabs(off_page, off_lab, server.url, args.steps, args.repeat,
+                                                   "two-tabs.ipynb")
     load_after = os.getloadavg()
     median = statistics.median
     # Each run of ours over the peer's insertion timed right after it: the
@@ -105,10 +118,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     paired = [ours / plain for ours, plain in zip(cells["browser"], cells["plain_batch"], strict=True)]
     ratio = median(paired)
     model = streaming["to_model_ms"] or {}
+    model_off = streaming_off["to_model_ms"] or {}
+    tabs = {mode: median(t["two"]) / median(t["one"]) for mode, t in two_tabs.items()}
     longest = (f"{batch['longest_task_while_filling_ms']:.0f}" if batch["long_tasks_while_filling"]
                else "under 50")  # the long-task threshold: shorter tasks are not reported
     summary = (f"live speed: ours / JupyterLab alone {ratio:.2f} (target <= {TARGET_RATIO}); token to page p95 "
-               f"{model.get('p95', float('nan')):.0f} ms (target <= {TARGET_P95_MS:.0f}); {args.batch:,}-sub-call "
+               f"{model.get('p95', float('nan')):.0f} ms with collaboration, {model_off.get('p95', float('nan')):.0f} "
+               f"ms without (target <= {TARGET_P95_MS:.0f}); two tabs / one tab {tabs['rtc']:.2f} with "
+               f"collaboration, {tabs['no_rtc']:.2f} without (target <= {TARGET_TWO_TABS}); {args.batch:,}-sub-call "
                f"batch: longest main-thread task {longest} ms while it fills")
     return {
         "quick": args.quick, "steps": args.steps, "repeat": args.repeat,
@@ -120,7 +137,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "kernel_alone_s": kernel_alone, "kernel_in_browser_run_s": cells["kernel"], "stream_read_s": stream_read,
         "notebook_alone_batch_s": cells["alone_batch"], "notebook_alone_stream_s": cells["alone_stream"],
         "cpu_s": cells["cpu"], "marks_ms": cells["marks"], "stuck_runs": cells["stuck"],
-        "token_to_page": streaming, "target_p95_ms": TARGET_P95_MS, "batch": batch,
+        "token_to_page": streaming, "token_to_page_no_rtc": streaming_off, "target_p95_ms": TARGET_P95_MS,
+        "two_tabs_s": two_tabs, "two_tabs_ratio": tabs, "target_two_tabs": TARGET_TWO_TABS, "batch": batch,
         "load_average": [load_before[0], load_after[0]], "load_average_at_start": list(load_before), "wall_s": time.monotonic() - started, "summary": summary,
     }
 
@@ -204,6 +222,17 @@ def print_report(r: dict[str, Any]) -> None:
     for name in ("missing_in_model", "missing_in_dom"):
         if stream[name]:
             print(f"  markers {name.replace('_', ' ')}: {', '.join(stream[name])}")
+    off = r["token_to_page_no_rtc"]["to_model_ms"]
+    met_off = bool(off) and off["p95"] <= r["target_p95_ms"] and not r["token_to_page_no_rtc"]["missing_in_model"]
+    print("  (the above with real-time collaboration on: the Jupyter server writes the shared document)")
+    print(f"  without collaboration, in the notebook model: {_pct(off)}: {_verdict(met_off)}")
+    print(f"\n2b. a {steps}-step instant run with two tabs open on the notebook against one "
+          f"({r['repeat']} runs each; until every tab has every cell rendered)")
+    for mode, label in (("rtc", "with collaboration"), ("no_rtc", "without collaboration")):
+        t = r["two_tabs_s"][mode]
+        ratio = r["two_tabs_ratio"][mode]
+        print(f"  {label:<22}: one tab {_show(t['one'])}; two tabs {_show(t['two'])}; "
+              f"ratio {ratio:.2f} (target <= {r['target_two_tabs']}): {_verdict(ratio <= r['target_two_tabs'])}")
     print(f"\n3. the {batch['subcalls']:,}-sub-call batch")
     print(f"  while its list filled ({batch['fill_s']:.1f} s): "
           f"{_longest(batch['longest_task_while_filling_ms'], batch['long_tasks_while_filling'])}")
@@ -233,6 +262,8 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
 
     model = stream["to_model_ms"]
     p95_met = bool(model) and model["p95"] <= r["target_p95_ms"] and not stream["missing_in_model"]
+    off = r["token_to_page_no_rtc"]["to_model_ms"]
+    off_met = bool(off) and off["p95"] <= r["target_p95_ms"] and not r["token_to_page_no_rtc"]["missing_in_model"]
     speeds = ", ".join(f"{s['tokens_per_s']:.0f}" for s in stream["steps"])
     cpu = r["cpu_s"]
     read = _stream_read_ms(r)
@@ -285,8 +316,14 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         f"- ours / JupyterLab alone (the median of the runs' own ratios): {r['ratio']:.2f} "
         f"(target <= {r['target_ratio']}): "
         f"{_verdict(r['ratio'] <= r['target_ratio'])}",
-        f"- token to page, p95 in the notebook model: {model['p95'] if model else float('nan'):.0f} ms (target <= "
-        f"{r['target_p95_ms']:.0f} ms): {_verdict(p95_met)}",
+        f"- token to page, p95 in the notebook model: {model['p95'] if model else float('nan'):.0f} ms with "
+        f"real-time collaboration (the Jupyter server writes the shared document), "
+        f"{off['p95'] if off else float('nan'):.0f} ms without (target <= {r['target_p95_ms']:.0f} ms): "
+        f"{_verdict(p95_met and off_met)}",
+        f"- the same run with two tabs open against one (until both have every cell rendered): "
+        f"{r['two_tabs_ratio']['rtc']:.2f} with collaboration, {r['two_tabs_ratio']['no_rtc']:.2f} without "
+        f"(target <= {r['target_two_tabs']}; each tab renders every cell, on the same {os.cpu_count()} cores): "
+        f"{_verdict(max(r['two_tabs_ratio'].values()) <= r['target_two_tabs'])}",
         "",
         f"Where ours goes: the kernel's own run took {median(r['kernel_in_browser_run_s']):.2f} s of ours' "
         f"{median(r['ours_s']):.2f} s (the RLM kernel alone, no page: {median(r['kernel_alone_s']):.2f} s). The page "

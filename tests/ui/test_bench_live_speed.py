@@ -68,6 +68,18 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
     assert set(stream["split_ms"]) == {"kernel (sent -> published)", "transport (published -> arrived)",
                                        "page (arrived -> model)", "rendering (model -> markdown DOM)"}
 
+    # ... and with collaboration off (each page its own copy).
+    off = report["token_to_page_no_rtc"]
+    assert off["missing_in_model"] == [] and off["markers"] == markers
+    _percentiles_sane(off["to_model_ms"], markers)
+
+    # 2b. Two tabs against one, collaboration on and off: a ratio for each, of runs that all finished.
+    assert report["target_two_tabs"] == 1.3
+    for mode in ("rtc", "no_rtc"):
+        times = report["two_tabs_s"][mode]
+        assert len(times["one"]) == len(times["two"]) == 1 and _positive_times(times["one"] + times["two"]), times
+        assert report["two_tabs_ratio"][mode] == statistics.median(times["two"]) / statistics.median(times["one"])
+
     # 3. The batch: its long tasks, measured while its bounded list filled.
     batch = report["batch"]
     assert batch["subcalls"] == 500 and batch["fill_s"] > 0 and batch["samples"] >= 2
@@ -78,8 +90,9 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
     summary = done.stderr.strip().splitlines()[-1]
     assert summary == report["summary"]
     assert re.fullmatch(r"live speed: ours / JupyterLab alone \d+\.\d\d \(target <= 1\.25\); token to page p95 \d+ ms "
-                        r"\(target <= 150\); 500-sub-call batch: longest main-thread task (\d+|under 50) ms while it fills",
-                        summary), summary
+                        r"with collaboration, \d+ ms without \(target <= 150\); two tabs / one tab \d+\.\d\d with "
+                        r"collaboration, \d+\.\d\d without \(target <= 1\.3\); 500-sub-call batch: longest main-thread "
+                        r"task (\d+|under 50) ms while it fills", summary), summary
 
 
 def test_quick_mode_does_not_write_benchmarks_md(tmp_path) -> None:
