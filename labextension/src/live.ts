@@ -282,7 +282,8 @@ export class LiveNotebook
       case 'status':
         return this.setStatus(op);
       case 'run_ended':
-        return this.runEnded(op, false);
+        this.runEnded(op, false);
+        return this.shared.endWith(op.answer_cell_id);
       case 'resync':
         this.trustAnchor(op.anchor_cell_id);
         if (op.status) {
@@ -507,7 +508,9 @@ export class LiveNotebook
 
   private runEnded(op: IRunEnded, write = true): void {
     const run = this.run(op.run_id);
-    this.follower.stop();
+    if (write) {
+      this.follower.stop(); // (with the server writing, once its last cell is in: sharedview.ts)
+    }
     this.pending = this.pending.filter(p => p.run_id !== op.run_id);
     this.router.stop(run.cellIds);
     for (const cellId of write ? run.cellIds : []) {

@@ -17,6 +17,9 @@ import type { RunFollower } from './follow';
 import { asDict } from './json';
 import { AGENT_ROLES } from './protocol';
 
+/** How long a page that knows a run ended waits for its last cell to come in. */
+const END_WAIT_MS = 5000;
+
 export class SharedRunView implements IDisposable {
   constructor(
     private readonly model: () => INotebookModel,
@@ -33,6 +36,35 @@ export class SharedRunView implements IDisposable {
       this.disposed = true;
       this.stop();
     }
+  }
+
+  /**
+   * The run ended with `cellId` its last cell: the page follows the run until
+   * that cell is in (the document's update may come after the kernel's
+   * `run_ended`), then stops; at most a few seconds.
+   */
+  endWith(cellId: string | null): void {
+    window.clearTimeout(this.endTimer);
+    const model = this.watched;
+    const there =
+      !cellId ||
+      !model ||
+      Array.from({ length: model.cells.length }, (_, i) => model.cells.get(i).id).includes(cellId);
+    if (there) {
+      if (cellId) {
+        this.follower.newest(cellId);
+      }
+      this.follower.stop();
+      return;
+    }
+    this.lastCell = cellId;
+    this.endTimer = window.setTimeout(() => this.ended(), END_WAIT_MS);
+  }
+
+  private ended(): void {
+    window.clearTimeout(this.endTimer);
+    this.lastCell = null;
+    this.follower.stop();
   }
 
   /** Watch the notebook for the cells the server writes. */
@@ -61,6 +93,8 @@ export class SharedRunView implements IDisposable {
       this.frame = null;
     }
     this.pending.clear();
+    window.clearTimeout(this.endTimer);
+    this.lastCell = null;
   }
 
   private onCellsChanged(
@@ -82,6 +116,9 @@ export class SharedRunView implements IDisposable {
       }
       this.pending.add(cell.id);
       this.follower.newest(cell.id);
+      if (cell.id === this.lastCell) {
+        queueMicrotask(() => this.ended()); // after it is attached: shown, then no more following
+      }
       if (cell.type === 'markdown' && !this.streaming.has(cell)) {
         this.streaming.add(cell);
         cell.contentChanged.connect(this.onContentChanged, this);
@@ -130,6 +167,8 @@ export class SharedRunView implements IDisposable {
   }
 
   private disposed = false;
+  private lastCell: string | null = null;
+  private endTimer = 0;
   private watched: INotebookModel | null = null;
   private frame: number | null = null;
   private pending = new Set<string>();

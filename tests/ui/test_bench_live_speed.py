@@ -55,6 +55,7 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
 
     # 2. Token to page: every marker the server wrote reached the model, after it was written.
     stream = report["token_to_page"]
+    off = report["token_to_page_no_rtc"]
     markers = sum(step["markers"] for step in stream["steps"])
     assert markers >= 10 and stream["markers"] == markers
     assert stream["missing_in_model"] == [] and stream["missing_in_dom"] == []
@@ -63,13 +64,17 @@ def test_the_quick_benchmark_reports_every_number(tmp_path) -> None:
     _percentiles_sane(stream["to_model_ms"], markers)
     _percentiles_sane(stream["to_rendered_markdown_ms"], len(prose))
     _percentiles_sane(stream["to_code_editor_ms"], markers - len(prose))
+    # With collaboration the model gets a marker through the shared document, which the server
+    # writes, not from the page's own copy of the op: it may come before the op does, never
+    # before the kernel published it.
     for row in stream["rows"]:
+        assert row["sent"] <= row["kernel"] <= row["arrived"] + 5 and row["kernel"] <= row["model"] + 5, row
+    for row in off["rows"]:
         assert row["sent"] <= row["kernel"] <= row["arrived"] + 5 and row["arrived"] <= row["model"], row
     assert set(stream["split_ms"]) == {"kernel (sent -> published)", "transport (published -> arrived)",
                                        "page (arrived -> model)", "rendering (model -> markdown DOM)"}
 
     # ... and with collaboration off (each page its own copy).
-    off = report["token_to_page_no_rtc"]
     assert off["missing_in_model"] == [] and off["markers"] == markers
     _percentiles_sane(off["to_model_ms"], markers)
 
