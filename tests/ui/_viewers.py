@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from labdriver import LabServer, all_cells, cell_state, output_text, status_bar_text
@@ -110,15 +111,21 @@ def check_saved(saved: dict[str, Any], where: str) -> None:
     check_run(cells, where)
 
 
-def wait_saved_run(lab: LabServer, path: str, timeout: float = 30.0) -> dict[str, Any]:
-    """Until the file on disk holds the run's answer (the collaboration server
-    saves the shared document itself, a second after its last change)."""
+def _answered(saved: dict[str, Any]) -> bool:
+    roles = [c.get("metadata", {}).get("rlm", {}).get("role") for c in saved["cells"]]
+    ask = next((c for c in saved["cells"] if c["id"] == "ask"), {})
+    return "answer" in roles and ask.get("execution_count") is not None
+
+
+def wait_saved_run(lab: LabServer, path: str, timeout: float = 30.0,
+                   done: Callable[[dict[str, Any]], bool] = _answered) -> dict[str, Any]:
+    """Until the file on disk holds the run's answer, or what ``done`` looks for
+    (the collaboration server saves the shared document itself, a second after
+    its last change); as it is then, past the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         saved = lab.read_notebook(path)
-        roles = [c.get("metadata", {}).get("rlm", {}).get("role") for c in saved["cells"]]
-        ask = next((c for c in saved["cells"] if c["id"] == "ask"), {})
-        if "answer" in roles and ask.get("execution_count") is not None:
+        if done(saved):
             return saved
         if time.monotonic() > deadline:
             return saved  # check_saved says what it lacks

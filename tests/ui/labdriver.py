@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,18 @@ class LabServer:
         return path
 
     def read_notebook(self, path: str) -> dict:
-        return json.loads((self.root_dir / path).read_text())
+        """The notebook file as saved. The server saves in place (jupyter_server's
+        atomic writing keeps a backup, then rewrites the file), so a read while it
+        saves can see a partial file: read again until it parses, for a few seconds."""
+        deadline = time.monotonic() + 5
+        while True:
+            text = (self.root_dir / path).read_text()
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def hellos(self, notebook_path: str) -> list[dict]:
         """The `hello` messages test kernels received from this notebook."""

@@ -7,6 +7,7 @@ acts once, in both pages and in the saved file."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,7 @@ from labdriver import (
     wait_cell_idle,
 )
 from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Error as PlaywrightError
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
 
@@ -65,12 +67,17 @@ def test_a_colleague_watches_the_run_and_types_beside_it(page: Page, colleague: 
         editor = cell_by_id(colleague, "below").locator(".cm-content")
         editor.click()
         colleague.keyboard.type(TYPED, delay=15)
+        # Every key landed where it was typed: the run's cells, inserted above meanwhile,
+        # neither took the focus nor scrolled the cell away.
+        assert _source(colleague, "below") == TYPED, f"the colleague's own page reads {_source(colleague, 'below')!r}"
         wait_output(colleague, "slept again 6000")
-        for where, tab in (("the page that ran it", page), ("the colleague's page", colleague)):
+        for where, tab in (("the colleague's page", colleague), ("the page that ran it", page)):
             cells = wait_for_run(tab)
             check_run(cells, where)
-            below = next(c for c in cells if c["id"] == "below")
-            assert below["source"] == TYPED, f"{where}: the typed cell reads {below['source']!r}"
+            try:  # the typing reaches the other page through the server's shared document
+                tab.wait_for_function(f"(t) => ({SOURCE_JS})('below') === t", arg=TYPED, timeout=15_000)
+            except PlaywrightError:
+                raise AssertionError(f"{where}: the typed cell reads {_source(tab, 'below')!r}") from None
         screenshot(page, request, "-runner-done")
         screenshot(colleague, request, "-colleague-done")
         saved = wait_saved_run(lab_server, path)
@@ -162,12 +169,21 @@ def test_a_colleague_interrupts_pins_and_continues(page: Page, colleague: Page, 
             assert sum("continued with note on north" in c["output"] for c in cells) == 1, describe(cells)
         screenshot(page, request, "-runner-continued")
         screenshot(colleague, request, "-colleague-continued")
-        saved = wait_saved_run(lab_server, path)
+        saved = wait_saved_run(lab_server, path, done=lambda nb: "continued with note on north" in json.dumps(nb))
     saved_ids = [c["id"] for c in saved["cells"]]
     assert len(saved_ids) == len(set(saved_ids)), saved_ids
     [batch_saved] = [c for c in saved["cells"] if c["id"] == batch]
     records = batch_saved["metadata"]["rlm"]["subcalls"]
     assert [r.get("pinned", False) for r in records] == [True, False, False], records
+
+
+SOURCE_JS = """(id) => { const m = window.jupyterapp.shell.currentWidget.content.model;
+  for (let i = 0; i < m.cells.length; i++) { if (m.cells.get(i).id === id) return m.cells.get(i).sharedModel.getSource(); }
+  return null; }"""
+
+
+def _source(page: Page, cell_id: str) -> str | None:
+    return page.evaluate(f"({SOURCE_JS})({json.dumps(cell_id)})")
 
 
 def cell_states(page: Page) -> list[str]:
