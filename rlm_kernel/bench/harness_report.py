@@ -100,7 +100,10 @@ def _target_lines(results: dict[str, Any]) -> list[str]:
     lines = []
     for key, t in results["summary"]["targets"].items():
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
-        lines.append(f"{labels.get(key, key)}: {value} (target {t['target']}): {verdict(t['met'])}")
+        if t["met"] is None and t["target"].startswith("reported"):
+            lines.append(f"{labels.get(key, key)}: {value} ({t['target']})")
+        else:
+            lines.append(f"{labels.get(key, key)}: {value} (target {t['target']}): {verdict(t['met'])}")
     return lines
 
 
