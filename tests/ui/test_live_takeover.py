@@ -28,6 +28,7 @@ from labdriver import (
     start_cell,
     wait_cell_idle,
 )
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
 from rlm_kernel.testing.server import ScriptedServer, all_text
@@ -72,10 +73,11 @@ def _has(name: str) -> re.Pattern[str]:
     return re.compile(rf"(^|\s){re.escape(name)}(\s|$)")
 
 
-def _rerun(page: Page, cell_id: str, keyboard: bool) -> None:
+def _rerun(page: Page, cell_id: str, keyboard: bool, shows: str | None = None) -> None:
     """Run an existing cell again, as a person does: click its prompt to select
     it and press Shift+Enter, or the 'Run Selected Cell' command; then wait
-    for its new execute reply."""
+    for its new execute reply and, if given, until its outputs show ``shows``
+    (outputs come on iopub, the reply on the shell channel: either may come first)."""
     before = cell_state(page, cell_id)["count"]
     if keyboard:
         # the "[n]:" prompt at the top (the RLM badge sits below it)
@@ -97,6 +99,15 @@ def _rerun(page: Page, cell_id: str, keyboard: bool) -> None:
         arg=[cell_id, before],
         timeout=30_000,
     )
+    if shows is not None:
+        try:
+            page.wait_for_function(
+                """([id, text]) => { const m = window.jupyterapp.shell.currentWidget.content.model;
+                   for (let i = 0; i < m.cells.length; i++) { const c = m.cells.get(i);
+                     if (c.id === id) return JSON.stringify(c.outputs.toJSON()).includes(text); }
+                   return false; }""", arg=[cell_id, shows], timeout=15_000)
+        except PlaywrightError:
+            raise AssertionError(f"the cell does not show {shows!r}: {_printed(page, cell_id)!r}") from None
 
 
 def _run_question(page: Page, lab_server, server: ScriptedServer, name: str) -> None:
@@ -166,7 +177,7 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         # status bar counts the replayed sub-call.
         replay_item = page.locator("#jp-main-statusbar .rlm-replay-status")
         expect(replay_item).to_be_hidden()
-        _rerun(page, first, keyboard=True)
+        _rerun(page, first, keyboard=True, shows="sub-call replayed")
         printed = _printed(page, first)
         assert "fact: Paris" in printed and "Lyon" not in printed, printed
         assert "1 sub-call replayed from the notebook, 0 new" in printed, printed
@@ -180,7 +191,7 @@ def test_pin_a_response_rerun_and_continue_from_here(page: Page, lab_server, req
         screenshot(page, request, "-rerun")
 
         # The new value flows into the later cell.
-        _rerun(page, second, keyboard=False)
+        _rerun(page, second, keyboard=False, shows="LATER PARIS")
         later = next(c for c in all_cells(page) if c["id"] == second)
         assert "LATER PARIS" in later["output"] and "LYON" not in later["output"], later
 
@@ -373,9 +384,7 @@ def test_continue_typed_at_the_end_puts_new_steps_after_the_chosen_cell(
         screenshot(page, request, "-moved")
 
         # Running the continue cell, then the %%rlm cell, again asks no model.
-        _rerun(page, cont, keyboard=False)
-        assert "already in the notebook below" in _printed(page, cont)
-        _rerun(page, "ask", keyboard=False)
-        assert "already in the notebook below" in _printed(page, "ask")
+        _rerun(page, cont, keyboard=False, shows="already in the notebook below")
+        _rerun(page, "ask", keyboard=False, shows="already in the notebook below")
         assert len(root.seen) == 5, "running the cells again asked the root model"
         assert [c["id"] for c in all_cells(page)] == ids
