@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,14 +90,32 @@ def open_notebook(page: Page, lab: LabServer, path: str) -> None:
     Waiting for the session context (not only the idle indicator) avoids a
     race where the first cell run right after load does nothing.
     """
+    keep_waiting_for_slow_documents(page)
     page.goto(f"{lab.url}/lab/tree/{path}?reset")
     wait_notebook_ready(page)
 
 
 def open_in_notebook7(page: Page, lab: LabServer, path: str) -> None:
     """Open `path` in Notebook 7's single-document page and wait for its kernel."""
+    keep_waiting_for_slow_documents(page)
     page.goto(f"{lab.url}/notebooks/{path}")
     wait_notebook_ready(page)
+
+
+_WAITING: weakref.WeakSet[Page] = weakref.WeakSet()
+
+
+def keep_waiting_for_slow_documents(page: Page) -> None:
+    """With collaboration, a page whose shared document has not synced 5 s after
+    it asked (jupyter-collaboration's docprovider, a fixed timeout) asks "The
+    document is taking some time to load": on a loaded machine it does, and the
+    dialog then takes the test's next click. Answer it as a person would, with
+    "Continue waiting" (the document goes on loading either way)."""
+    if page in _WAITING:
+        return
+    _WAITING.add(page)
+    dialog = page.locator(".jp-Dialog", has_text="taking some time to load")
+    page.add_locator_handler(dialog, lambda d: d.get_by_role("button", name="Continue waiting").click())
 
 
 def wait_notebook_ready(page: Page, timeout: float = 60_000) -> None:
