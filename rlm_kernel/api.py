@@ -114,7 +114,8 @@ class RLM:
         from .engine.trajectory.replay import ReplayBook
         from .resume import history_for, next_step, plan
 
-        resumed = plan(str(notebook), from_cell, list(context) if context else None, encoding, drop_old)
+        resumed = plan(str(notebook), from_cell, list(context) if context else None, encoding, drop_old,
+                       load_here=self.options.executor != "gateway")
         loaded = resumed.context
         start = RunStart.resumed(
             run_id=resumed.run_id or None, sources=loaded.sources if loaded else None, cells_before=resumed.cells,

@@ -280,7 +280,7 @@ def _resume(args: Any) -> int:
     if args.query is not None or args.query_file:
         return _follow_up(args)
     _import_litellm_meanwhile()
-    saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old)
+    saved = plan(args.resume, args.from_cell, args.context or None, args.encoding, args.drop_old, load_here=False)
     rlm = RLM(**{**saved.options, **options.given(args)})
     stem = Path(args.resume)
     output = args.output or str(stem.with_name(f"{stem.stem}-resumed-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"))

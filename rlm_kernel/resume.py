@@ -105,7 +105,10 @@ def _resolve(sources: list[str], notebook_dir: Path) -> list[str]:
 
 
 def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: str = "utf-8",
-         drop_old: bool = False) -> ResumePlan:
+         drop_old: bool = False, load_here: bool = True) -> ResumePlan:
+    """How to resume the run saved at ``path``. ``load_here=False``: the context's
+    paths (given, else recorded) are not read here but where a gateway's kernel
+    runs, once it has started (they may exist only there)."""
     nb = read_notebook(path)
     cells = nb.cells
     if not cells:
@@ -121,8 +124,14 @@ def plan(path: str, from_cell: int | None, context: list[str] | None, encoding: 
         raise RLMError(f"There is no %%rlm cell at or above cell {upto} to resume from.")
     query, options = parse_query_cell(cell_source(cells[query_index]))
     run_id = run_at(cells, upto, query_index)
-    if context:
-        loaded: LoadedContext | None = load_context(context, encoding=encoding)
+    loaded: Any
+    if not load_here:
+        from .gateway.context import read_there
+
+        named = context or context_sources(nb, upto)
+        loaded = read_there(named, encoding) if named else None
+    elif context:
+        loaded = load_context(context, encoding=encoding)
     else:
         sources = context_sources(nb, upto)
         loaded = load_context(_resolve(sources, Path(path).parent), encoding=encoding) if sources else None

@@ -193,6 +193,31 @@ def test_the_context_is_read_where_the_kernel_runs_or_sent_from_here(gateway: EG
     assert "2500000 hij" in _outputs(_code(tmp_path / "sent.ipynb")[0])
 
 
+def test_a_run_whose_context_exists_only_where_the_kernel_runs_resumes(gateway: EG, tmp_path: Path) -> None:
+    assert not (tmp_path / "only-there.txt").exists()
+    env = clean_env(OPENAI_API_KEY=KEY, RLM_GATEWAY_TOKEN=TOKEN)
+    common = ["--model", "openai/root-model", "--sub-model", "openai/sub-model", "--quiet", "--executor", "gateway",
+              "--gateway-url", gateway.url]
+    with ScriptedServer(Script(root=[repl("n = len(context)\nprint('n is', n)"), "FINAL(first)"])) as srv:
+        process = start_cli(["run", "--context", "only-there.txt", "--query", "How long?", "--api-base", srv.url,
+                             "-o", "run.ipynb", *common], tmp_path, env=env)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    # resumed after its first step: the recorded path is read again there, not here
+    with ScriptedServer(Script(root=[repl("print('again', len(context) == n)"), "FINAL(again)"])) as srv:
+        process = start_cli(["run", "--resume", "run.ipynb", "--from-cell", str(_first_code_index(tmp_path / "run.ipynb")),
+                             "--api-base", srv.url, "-o", "resumed.ipynb", *common], tmp_path, env=env)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert "only-there.txt" in _first_message(srv)
+    assert "again True" in json.dumps(nbformat.read(tmp_path / "resumed.ipynb", as_version=4).cells)
+
+
+def _first_code_index(path: Path) -> int:
+    cells = nbformat.read(path, as_version=4).cells
+    return next(i for i, c in enumerate(cells) if c.cell_type == "code" and c.metadata.get("rlm", {}).get("role") == "code")
+
+
 class SlowProxy:
     """A TCP proxy that holds every chunk ``delay`` seconds each way: a slow network to the gateway."""
 
