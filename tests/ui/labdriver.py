@@ -190,8 +190,23 @@ def cell_output_text(page: Page, cell_id: str) -> str:
     return cell_by_id(page, cell_id).locator(".jp-OutputArea").inner_text()
 
 
-def save_notebook(page: Page) -> None:
-    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+def save_notebook(page: Page, attempts: int = 3) -> None:
+    """Save the current notebook as Ctrl+S does, until it is no longer dirty.
+
+    With collaboration, jupyter-collaboration 5.0.4 can leave a save unanswered:
+    the server makes the save a task (``DocumentRoom._save_to_disc``), and a
+    change to the document that comes before the task starts (an autosave's
+    ``_maybe_save_document``) cancels it; the handler's ``await`` then raises
+    ``CancelledError``, which its ``except Exception`` lets through, so no reply
+    is sent and the page's save never resolves (a CI run hung here for 300 s).
+    So each attempt waits at most 10 s for its reply, then saves again."""
+    for attempt in range(attempts):
+        answered = page.evaluate(
+            """() => Promise.race([
+                 window.jupyterapp.commands.execute('docmanager:save').then(() => true),
+                 new Promise(done => setTimeout(() => done(false), 10000))])""")
+        if answered or attempt == attempts - 1:
+            break
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
 
 

@@ -190,8 +190,7 @@ def test_reopened_run_keeps_widgets_through_another_save(page: Page, lab_server,
         screenshot(page, request, f"-reopen-{cycle}")
         if cycle == 1:
             # A human looks at the run, changes nothing, and saves.
-            page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-            page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+            save_notebook(page)
             resaved_state = lab_server.read_notebook(path)["metadata"].get("widgets", {}).get(
                 WIDGET_STATE, {}).get("state")
     assert resaved_state and set(first_state) <= set(resaved_state), (
