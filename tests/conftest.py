@@ -36,6 +36,27 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# ./dev test with RLM_STORE_DURATIONS=1: each lane writes every test's time (setup, call
+# and teardown) to $TEST_DURATIONS_OUT, merged into tests/durations.json, which
+# pytest-split reads to halve the suite into lanes of equal time.
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("TEST_DURATIONS_OUT"):
+        _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out = os.environ.get("TEST_DURATIONS_OUT")
+    if out and _DURATIONS:
+        import json
+        from pathlib import Path
+
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(_DURATIONS, indent=0, sort_keys=True))
+
+
 @pytest.fixture
 def server() -> Iterator[Callable[..., ScriptedServer]]:
     """Factory: ``srv = server(root=[...], sub=fn, latency=0.0)`` or
