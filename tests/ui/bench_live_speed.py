@@ -317,7 +317,7 @@ def write_markdown(path: str, r: dict[str, Any]) -> None:
         "",
         "Targets:",
         "",
-        f"- ours / JupyterLab alone (the median of the runs' own ratios): {r['ratio']:.2f}: reported ({RETIRED})",
+        f"- ours / JupyterLab alone (the median of the runs' own ratios): {r['ratio']:.2f} ({RETIRED})",
         f"- token to page, p95 in the notebook model: {model['p95'] if model else float('nan'):.0f} ms with "
         f"real-time collaboration (the Jupyter server writes the shared document), "
         f"{off['p95'] if off else float('nan'):.0f} ms without (target <= {r['target_p95_ms']:.0f} ms): "
