@@ -36,7 +36,8 @@ class CliRun:
 
     def json(self) -> dict:
         lines = [line for line in self.stdout.splitlines() if line.strip()]
-        assert len(lines) == 1, f"expected one JSON line on stdout, got {self.stdout[:500]!r}"
+        assert len(lines) == 1, (f"expected one JSON line on stdout, got {self.stdout[:500]!r} "
+                                 f"(exit {self.code}; stderr: {self.stderr[-2000:]!r})")
         return json.loads(lines[0])
 
 
