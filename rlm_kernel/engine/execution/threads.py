@@ -138,6 +138,17 @@ class CallerThread(Sleeper, CodeThread):
                 future.set_exception(value)
         return False
 
+    @staticmethod
+    def _abandon(item: Any) -> None:
+        """An interrupt landed after ``item`` was taken off the queue and before
+        its outcome was booked (a cell timeout's SIGINT as its job came in): its
+        caller hears KeyboardInterrupt instead of waiting for it forever."""
+        future = item[1] if isinstance(item, tuple) else None
+        if future is None or future.done():
+            return
+        if future.running() or future.set_running_or_notify_cancel():
+            future.set_exception(KeyboardInterrupt())
+
     def _run_job(self, fn: Callable[[], Any]) -> tuple[bool, Any]:
         """Run a job that :meth:`interrupt` may stop. An interrupt's
         KeyboardInterrupt may land at any bytecode until the job is marked
@@ -193,10 +204,13 @@ class CallerThread(Sleeper, CodeThread):
             sleepers[self.thread_id] = self
         try:
             while True:
+                item = None
                 try:
-                    if self._run_item(self._queue.get()):
+                    item = self._queue.get()
+                    if self._run_item(item):
                         return
                 except KeyboardInterrupt:
+                    self._abandon(item)
                     on_interrupt()
         finally:
             sleepers.pop(self.thread_id, None)
@@ -230,6 +244,7 @@ class CallerThread(Sleeper, CodeThread):
                             if self._run_item(item):
                                 return
                     except KeyboardInterrupt:
+                        self._abandon(item)
                         on_interrupt()
         finally:
             self._wake = None
