@@ -66,7 +66,9 @@ class Lab:
         raise AssertionError(f"JupyterLab did not answer within {START_SECONDS} s:\n{self.output()}")
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+        """Everything the command printed (its banner comes first, then JupyterLab's
+        log, which grows with every server extension: a tail could lose the banner)."""
+        return self.log.read_text(errors="replace")
 
     def below(self) -> list[int]:
         """The processes this one started (remembered for the teardown)."""
