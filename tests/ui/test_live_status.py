@@ -15,7 +15,6 @@ from labdriver import (
     rlm_magic,
     screenshot,
     start_cell,
-    status_bar_text,
     wait_cell_idle,
 )
 from playwright.sync_api import Page, expect
@@ -39,6 +38,23 @@ STATUS = re.compile(r"RLM step (\d+)/(\d+)(?: · root model (?:thinking · \d+ s
                     r" · ([\d.]+[kM]?) tok · (.*?) · (\d+:\d\d)")
 
 
+RECORD = """() => {
+  const record = window.__rlmRecord = {bar: [], cell: []};
+  const model = window.jupyterapp.shell.currentWidget.content.model;
+  const keep = (list, text) => { if (text && list[list.length - 1] !== text) list.push(text); };
+  const sample = () => {
+    const item = document.querySelector('#jp-main-statusbar .rlm-status');
+    keep(record.bar, item ? item.innerText : '');
+    for (let i = 0; i < model.cells.length; i++) {
+      const c = model.cells.get(i);
+      if (c.id === 'ask') keep(record.cell, c.outputs.toJSON().map(o => o.data ? o.data['text/plain'] : '').join(''));
+    }
+  };
+  new MutationObserver(sample).observe(document.body, {subtree: true, childList: true, characterData: true});
+  setInterval(sample, 50);
+}"""
+
+
 def _open_run(page: Page, lab_server, name: str, steps: list, *options: str) -> tuple[ScriptedServer, str]:
     server = ScriptedServer(Script(root=steps, sub=lambda p: Reply(text=f"ok {p}", delay=0.2))).start()
     path = open_run_notebook(page, lab_server, f"{name}.ipynb", "context = 'word ' * 1000",
@@ -54,30 +70,24 @@ def _tokens(text: str) -> float:
 def test_status_bar_updates_step_by_step(page: Page, lab_server, request) -> None:
     server, _ = _open_run(page, lab_server, "status", STEPS, f"--max-iterations {MAX_ITERATIONS}")
     try:
+        # The page records every text the status bar and the cell's status
+        # line show, as they change: a poll from here, slowed by a loaded
+        # machine, could miss a step that lasted a second.
+        page.evaluate(RECORD)
         start_cell(page, "ask")
-        bar: list[str] = []
-        cell: list[str] = []
-        shot_at = {2: False}
+        shot_at_2 = False
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:
-            text = status_bar_text(page)
-            if text and (not bar or bar[-1] != text):
-                bar.append(text)
-            out = page.evaluate(
-                "() => { const m = window.jupyterapp.shell.currentWidget.content.model;"
-                " for (let i = 0; i < m.cells.length; i++) { const c = m.cells.get(i);"
-                " if (c.id === 'ask') return c.outputs.toJSON().map(o => o.data ? o.data['text/plain'] : '')"
-                ".join(''); } return ''; }")
-            if out and (not cell or cell[-1] != out):
-                cell.append(out)
-            if "step 2/" in text and not shot_at[2]:
-                shot_at[2] = True
+            bar = page.evaluate("() => window.__rlmRecord.bar")
+            if not shot_at_2 and any("step 2/" in t for t in bar):
+                shot_at_2 = True
                 screenshot(page, request, "-step2")
-            if "ended" in text:
+            if bar and "ended" in bar[-1]:
                 break
-            time.sleep(0.03)
+            time.sleep(0.1)
         wait_cell_idle(page, "ask", timeout=10_000)
         screenshot(page, request, "-ended")
+        bar, cell = page.evaluate("() => [window.__rlmRecord.bar, window.__rlmRecord.cell]")
     finally:
         server.stop()
 
