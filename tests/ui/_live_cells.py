@@ -120,13 +120,11 @@ def time_kernel_alone(url: str, steps: int, repeat: int) -> list[float]:
 # -- browser --------------------------------------------------------------------
 
 
-# Runs the %%rlm cell and resolves with the milliseconds until every code cell
-# of the new run shows its output and its answer cell is rendered.
-_RUN_AND_WAIT = """([cellId, steps]) => new Promise((resolve, reject) => {
-  const app = window.jupyterapp;
-  const notebook = app.shell.currentWidget.content;
-  const model = notebook.model;
-  const old = new Set();
+# JavaScript put into the page's functions below, where `notebook`, `model`
+# and `steps` are in scope: `rendered()` says whether a run newer than those
+# in the notebook now has `steps` code cells with their output, `steps`
+# thought cells and its answer cell rendered.
+NEW_RUN_RENDERED = """const old = new Set();
   for (let i = 0; i < model.cells.length; i++) {
     const meta = model.cells.get(i).getMetadata('rlm');
     if (meta && meta.run_id) old.add(meta.run_id);
@@ -141,7 +139,34 @@ _RUN_AND_WAIT = """([cellId, steps]) => new Promise((resolve, reject) => {
       if (meta.role === 'answer' && cell.node.textContent.includes('all steps done')) answer = true;
     }
     return code >= steps && thought >= steps && answer;
-  };
+  };"""
+
+
+def open_warmed_notebook(page: Any, lab: LabServer, name: str, context: str, magic: str, cells: dict[str, str],
+                         warm: str = WARM_QUERY) -> str:
+    """Write and open a notebook of a context cell ('ctx'), a warm-up %%rlm
+    cell ('warm': imports litellm in the kernel, the first live run) and
+    ``cells`` (id -> source); run the first two and return its path."""
+    path = lab.write_notebook(name, [
+        code_cell(context, "ctx"),
+        code_cell(f"{magic}\n{warm}", "warm"),
+        *(code_cell(source, cell) for cell, source in cells.items()),
+    ], kernel="rlm")
+    open_notebook(page, lab, path)
+    start_cell(page, "ctx")
+    wait_cell_executed(page, "ctx")
+    start_cell(page, "warm")
+    wait_cell_idle(page, "warm", timeout=60_000)
+    return path
+
+
+# Runs the %%rlm cell and resolves with the milliseconds until every code cell
+# of the new run shows its output and its answer cell is rendered.
+_RUN_AND_WAIT = """([cellId, steps]) => new Promise((resolve, reject) => {
+  const app = window.jupyterapp;
+  const notebook = app.shell.currentWidget.content;
+  const model = notebook.model;
+  /*NEW_RUN_RENDERED*/
   // When the kernel's ops arrive, to split kernel time from rendering time.
   const kernel = app.shell.currentWidget.sessionContext.session.kernel;
   const marks = {first_insert: null, answer_insert: null, messages: 0, op_messages: 0};
@@ -182,7 +207,7 @@ _RUN_AND_WAIT = """([cellId, steps]) => new Promise((resolve, reject) => {
   const started = performance.now();
   marks.wall_start = Date.now();
   void app.commands.execute('notebook:run-cell');
-})"""
+})""".replace("/*NEW_RUN_RENDERED*/", NEW_RUN_RENDERED)
 
 # The notebook alone: takes the newest run's cells (outputs included) out of
 # the notebook, then inserts them again below `anchor` from the page itself,
@@ -407,16 +432,8 @@ def time_browser(page: Any, lab: LabServer, url: str, steps: int, repeat: int, s
     extension); after each streamed run, the notebook-alone timings here and
     the same cells in ``peer``."""
     magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", "--new", sub_model=False)
-    path = lab.write_notebook("bench.ipynb", [
-        code_cell("context = 'word ' * 1000", "ctx"),
-        code_cell(f"{magic}\n{WARM_QUERY}", "warm"),
-        *(code_cell(f"{magic} {flags}".rstrip() + f"\n{QUERY}", cell) for cell, flags in BENCH_CELLS.items()),
-    ], kernel="rlm")
-    open_notebook(page, lab, path)
-    start_cell(page, "ctx")
-    wait_cell_executed(page, "ctx")
-    start_cell(page, "warm")  # imports litellm in the kernel, first live run
-    wait_cell_idle(page, "warm", timeout=60_000)
+    open_warmed_notebook(page, lab, "bench.ipynb", "context = 'word ' * 1000", magic,
+                         {cell: f"{magic} {flags}".rstrip() + f"\n{QUERY}" for cell, flags in BENCH_CELLS.items()})
     page.wait_for_timeout(500)
     meter = CpuMeter(lab)
     times: dict[str, list[float]] = {cell: [] for cell in BENCH_CELLS}

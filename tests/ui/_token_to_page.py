@@ -31,13 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from _live_cells import open_warmed_notebook
 from labdriver import (
     LabServer,
-    code_cell,
-    open_notebook,
     rlm_magic,
     start_cell,
-    wait_cell_executed,
     wait_cell_idle,
 )
 from playwright.sync_api import Page
@@ -160,16 +158,8 @@ def run_streaming(page: Page, lab: LabServer, steps: list[StreamedStep], shot_pr
     script = Script(root=["FINAL(warm)", *(s.reply() for s in steps), "FINAL(done)"])
     with ScriptedServer(script) as server:
         magic = rlm_magic(server.url, f"--max-iterations {len(steps) + 2}", "--fresh", "--new", sub_model=False)
-        path = lab.write_notebook("token-to-page.ipynb", [
-            code_cell("context = 'word ' * 2000", "ctx"),
-            code_cell(f"{magic}\nwarm up", "warm"),
-            code_cell(f"{magic}\nWrite as you go.", "ask"),
-        ], kernel="rlm")
-        open_notebook(page, lab, path)
-        start_cell(page, "ctx")
-        wait_cell_executed(page, "ctx")
-        start_cell(page, "warm")
-        wait_cell_idle(page, "warm", timeout=60_000)
+        open_warmed_notebook(page, lab, "token-to-page.ipynb", "context = 'word ' * 2000", magic,
+                             {"ask": f"{magic}\nWrite as you go."})
         page.evaluate(_HOOK, MARKER)
         start_cell(page, "ask")
         total = sum(s.ttft + s.tokens / s.tokens_per_s for s in steps)

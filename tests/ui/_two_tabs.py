@@ -9,39 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from _live_cells import _DROP_OLD_RUNS, _RUN_AND_WAIT, QUERY, WARM_QUERY
-from labdriver import (
-    LabServer,
-    code_cell,
-    open_notebook,
-    rlm_magic,
-    start_cell,
-    wait_cell_executed,
-    wait_cell_idle,
-)
+from _live_cells import _DROP_OLD_RUNS, _RUN_AND_WAIT, NEW_RUN_RENDERED, QUERY, open_warmed_notebook
+from labdriver import LabServer, open_notebook, rlm_magic, wait_cell_idle
 
 # In a second tab: resolves (with Date.now()) once a run newer than those in
 # the notebook now has every cell rendered, as _RUN_AND_WAIT judges it.
 _WAIT_RENDERED = """(steps) => {
   const notebook = window.jupyterapp.shell.currentWidget.content;
   const model = notebook.model;
-  const old = new Set();
-  for (let i = 0; i < model.cells.length; i++) {
-    const meta = model.cells.get(i).getMetadata('rlm');
-    if (meta && meta.run_id) old.add(meta.run_id);
-  }
+  /*NEW_RUN_RENDERED*/
   window.__rlmRendered = new Promise((resolve, reject) => {
-    const rendered = () => {
-      let code = 0, thought = 0, answer = false;
-      for (const cell of notebook.widgets) {
-        const meta = cell.model.getMetadata('rlm');
-        if (!meta || old.has(meta.run_id) || !cell.node.isConnected) continue;
-        if (meta.role === 'code' && cell.node.querySelector('.jp-OutputArea-output')) code++;
-        if (meta.role === 'thought' && cell.node.querySelector('.jp-RenderedMarkdown p')) thought++;
-        if (meta.role === 'answer' && cell.node.textContent.includes('all steps done')) answer = true;
-      }
-      return code >= steps && thought >= steps && answer;
-    };
     const finish = () => {
       if (!rendered()) return;
       observer.disconnect(); clearInterval(timer); clearTimeout(limit);
@@ -54,7 +31,7 @@ _WAIT_RENDERED = """(steps) => {
                                      reject(new Error('the run did not render in the second tab within 30 s')); },
                              30000);
   });
-}"""
+}""".replace("/*NEW_RUN_RENDERED*/", NEW_RUN_RENDERED)
 
 
 def time_two_tabs(page: Any, lab: LabServer, url: str, steps: int, repeat: int, name: str) -> dict[str, list[float]]:
@@ -62,16 +39,7 @@ def time_two_tabs(page: Any, lab: LabServer, url: str, steps: int, repeat: int, 
     second tab open on the same notebook ('two': until both tabs show it all)."""
     magic = rlm_magic(url, f"--max-iterations {steps + 1}", "--fresh", "--new", sub_model=False)
     keep = ["ctx", "warm", "bench"]
-    path = lab.write_notebook(name, [
-        code_cell("context = 'word ' * 1000", "ctx"),
-        code_cell(f"{magic}\n{WARM_QUERY}", "warm"),
-        code_cell(f"{magic}\n{QUERY}", "bench"),
-    ], kernel="rlm")
-    open_notebook(page, lab, path)
-    start_cell(page, "ctx")
-    wait_cell_executed(page, "ctx")
-    start_cell(page, "warm")
-    wait_cell_idle(page, "warm", timeout=60_000)
+    path = open_warmed_notebook(page, lab, name, "context = 'word ' * 1000", magic, {"bench": f"{magic}\n{QUERY}"})
     times: dict[str, list[float]] = {"one": [], "two": []}
     second = None
     try:
