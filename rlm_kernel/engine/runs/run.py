@@ -230,7 +230,12 @@ class Run:
         except Stop as stop:
             reason, error = stop.reason, stop.message
         except (asyncio.CancelledError, KeyboardInterrupt):
-            reason, error = "interrupted", "The run was interrupted."
+            # The run's own interrupt (its time limit reached while code ran)
+            # may land just after the cell, in the next job of the code
+            # thread: the run then ends for that reason, not as interrupted.
+            reason = self.tree.stopping or "interrupted"
+            problem = self.tree.budget.exhausted()
+            error = "The run was interrupted." if reason == "interrupted" else str(problem) if problem else None
         finally:
             await self.helpers.jobs.stop_all()  # background sub-calls still running: cancelled, reported
             if self.depth:  # a cancelled child (its parent stopped) may still run code: close() interrupts it

@@ -211,8 +211,11 @@ class ReplyStream(StreamListener):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._call is not None and not self._call.done():
+        if self._call is not None:
             self._call.cancel()
+            # once the step is over nobody reads the call's outcome: a failure
+            # it ends with (the run's time limit, say) is the run's to report
+            self._call.add_done_callback(lambda call: call.cancelled() or call.exception())
         self._dropped += [cell_id for kind, cell_id in self._ids[self._made:] if kind]
         del self._ids[self._made:]
         self.report.reply_progress(self.progress("done"))
