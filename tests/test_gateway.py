@@ -2,21 +2,16 @@
 (``--executor gateway``). The gateway runs once for this module on 127.0.0.1
 from its own venv (``./dev setup`` installs it under the cache: it needs
 jupyter-server<2 and jupyter-client 6, as a separate service does), with
-its local process proxy and a kernelspec whose Python is a third venv
-holding only ipykernel: the kernel image knows nothing of rlm-kernel, so
-every test also checks that our inside goes over the wire. The gateway's
-kernels run in a folder of its own, with a file this side does not have."""
+its local process proxy (tests/_gateway.py): its kernels' Python holds only
+ipykernel, so every test also checks that our inside goes over the wire.
+tests/test_kernel_gateway.py runs the same against a Jupyter Kernel Gateway."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,92 +19,34 @@ from typing import Any
 import nbformat
 import pytest
 from _cli import start_cli
+from _gateway import (
+    ENTERPRISE_GATEWAY,
+    KERNEL_PYTHON,
+    KEY,
+    ONLY_THERE,
+    TOKEN,
+    Gateway,
+    check_a_run_with_a_batch_and_a_child_run,
+    code_cells,
+    gateway_rlm,
+    outputs,
+    running_gateway,
+)
 from _helpers import Router, clean_env, free_port, repl, wait_for
 from _kernel import Frontend, texts
 
-from rlm_kernel import RLM
 from rlm_kernel.testing.server import Script, ScriptedServer
-
-CACHE = Path(os.environ.get("RLM_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-             / "rlm-kernel")
-GATEWAY = CACHE / "enterprise-gateway-3.3.0" / "bin" / "jupyter-enterprisegateway"  # ./dev's GATEWAY_VENV
-KERNEL_PYTHON = CACHE / "gateway-kernel-python" / "bin" / "python"  # ./dev's GATEWAY_KERNEL_VENV
-TOKEN = "gw-token-0123456789-SECRET"
-KEY = "sk-test-0123456789abcdefSECRET"
-ONLY_THERE = "The courier left the parcel at the lighthouse.\n" * 40
-
-
-class EG:
-    def __init__(self, url: str, side: Path) -> None:
-        self.url, self.side = url, side
-
-    def kernels(self) -> list[dict[str, Any]]:
-        request = urllib.request.Request(f"{self.url}/api/kernels", headers={"Authorization": f"token {TOKEN}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EG]:
-    for needed in (GATEWAY, KERNEL_PYTHON):
-        if not needed.exists():
-            pytest.fail(f"Jupyter Enterprise Gateway is not installed ({needed} is missing): ./dev setup installs it.")
-    work = tmp_path_factory.mktemp("gateway")
-    spec = work / "share" / "kernels" / "python3"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(KERNEL_PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (gateway)", "language": "python",
-        "metadata": {"process_proxy": {"class_name":
-                                       "enterprise_gateway.services.processproxies.processproxy.LocalProcessProxy"}}}))
-    side = work / "gateway-side"  # where the gateway's kernels run
-    side.mkdir()
-    (side / "only-there.txt").write_text(ONLY_THERE)
-    port = free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "JUPYTER_PATH": str(work / "share"),
-           "JUPYTER_DATA_DIR": str(work / "data"), "JUPYTER_RUNTIME_DIR": str(work / "runtime")}
-    log = open(work / "gateway.log", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen([str(GATEWAY), "--ip=127.0.0.1", f"--port={port}",
-                                f"--EnterpriseGatewayApp.auth_token={TOKEN}",
-                                # EG refuses kernels to root by default (KERNEL_USERNAME); CI runs as root
-                                "--EnterpriseGatewayApp.unauthorized_users={'nobody'}", "--EnterpriseGatewayApp.list_kernels=True"],
-                               cwd=side, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _up(url) or process.poll() is not None, timeout=120, what="the gateway to start")
-        assert process.poll() is None, (work / "gateway.log").read_text()[-3000:]
-        yield EG(url, side)
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/api", timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # it answers (401 without the token)
-    except OSError:
-        return False
-
-
-def _rlm(srv: ScriptedServer, gateway: EG, **options: Any) -> RLM:
-    return RLM(model="openai/root-model", sub_model="openai/sub-model", api_base=srv.url, api_key=KEY,
-               executor="gateway", gateway_url=gateway.url, gateway_token=TOKEN, **options)
-
-
-def _outputs(cell: Any) -> str:
-    return "".join(o.get("text", "") or (o.get("data") or {}).get("text/plain", "") for o in cell.get("outputs", []))
-
-
-def _code(path: Path) -> list[Any]:
-    cells = nbformat.read(path, as_version=4).cells
-    return [c for c in cells if c.cell_type == "code" and c.metadata.get("rlm", {}).get("role") == "code"]
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with running_gateway(ENTERPRISE_GATEWAY, [
+        f"--EnterpriseGatewayApp.auth_token={TOKEN}",
+        # EG refuses kernels to root by default (KERNEL_USERNAME); CI runs as root
+        "--EnterpriseGatewayApp.unauthorized_users={'nobody'}", "--EnterpriseGatewayApp.list_kernels=True",
+    ], tmp_path_factory.mktemp("gateway"), {"process_proxy": {
+        "class_name": "enterprise_gateway.services.processproxies.processproxy.LocalProcessProxy"}}) as started:
+        yield started
 
 
 def _first_message(srv: ScriptedServer) -> str:
@@ -117,42 +54,11 @@ def _first_message(srv: ScriptedServer) -> str:
     return body["messages"][1]["content"]
 
 
-def test_a_run_with_a_batch_and_a_child_run_in_the_gateways_kernel(gateway: EG, tmp_path: Path) -> None:
-    png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
-    script = Script(root=[
-        repl("import os, sys\nprint('python', sys.executable)\n"
-             f"print('key here?', any({KEY!r} in v for v in os.environ.values()))\n"
-             "parts = llm_query_batched([f'part {i}: ' + context[:20] for i in range(3)])\nprint(len(parts), parts[0])\n"
-             f"from IPython.display import Image, display\ndisplay(Image(data=__import__('base64').b64decode({png!r})))"),
-        repl("found = rlm_query('Count the couriers.', model='openai/child-model')\nprint('child said', found)"),
-        repl("import sys\nprint('child python', sys.executable)"),  # the child run's steps
-        repl("FINAL('two couriers')"),
-        repl("result = f'{len(parts)} parts, {found}'"),
-        "FINAL_VAR(result)",
-    ], root_models=("root-model", "child-model"), sub=lambda prompt: f"yes ({len(prompt)})")
-    with ScriptedServer(script) as srv:
-        result = _rlm(srv, gateway).completion("a parcel, a courier, a letter " * 10, "How many couriers?",
-                                               output=tmp_path / "run.ipynb")
-    assert result.reason == "final", result.error
-    assert result.answer == "3 parts, two couriers"
-    nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("rlm", {}).get("role") == "code"]
-    shown = _outputs(code[0])
-    assert f"python {KERNEL_PYTHON}" in shown  # the code ran in the gateway's kernel (its own Python)
-    assert "key here? False" in shown  # the model key never reached it
-    assert "3 yes (" in shown  # the batch came back through the kernel protocol
-    assert any("image/png" in (o.get("data") or {}) for o in code[0].outputs)  # an image, kept in the cell
-    assert "child said two couriers" in _outputs(code[1])
-    sub_prompts = [b for b in srv.requests if b["model"] == "sub-model"]
-    assert len(sub_prompts) == 3
-    child = [b for b in srv.requests if b["model"] == "child-model"]
-    assert len(child) == 2  # the child run's code ran in a gateway's kernel of its own, the same Python
-    assert f"child python {KERNEL_PYTHON}" in json.dumps(child[1]["messages"][-1])
-    assert TOKEN not in (tmp_path / "run.ipynb").read_text() and gateway.url in nb.cells[1].source  # never the token
-    wait_for(lambda: gateway.kernels() == [], timeout=20, what="the run's kernels to be shut down")
+def test_a_run_with_a_batch_and_a_child_run_in_the_gateways_kernel(gateway: Gateway, tmp_path: Path) -> None:
+    check_a_run_with_a_batch_and_a_child_run(gateway, tmp_path)
 
 
-def test_the_context_is_read_where_the_kernel_runs_or_sent_from_here(gateway: EG, tmp_path: Path) -> None:
+def test_the_context_is_read_where_the_kernel_runs_or_sent_from_here(gateway: Gateway, tmp_path: Path) -> None:
     from rlm_kernel.context.files import load_context
     from rlm_kernel.engine.protocol.prompts import describe_context
 
@@ -173,7 +79,7 @@ def test_the_context_is_read_where_the_kernel_runs_or_sent_from_here(gateway: EG
     local = load_context([str(gateway.side / "only-there.txt")])
     expected = describe_context(local.value, ["only-there.txt"])
     assert first.startswith(expected), first
-    assert f"{len(ONLY_THERE)} The courier" in _outputs(_code(tmp_path / "run.ipynb")[0])
+    assert f"{len(ONLY_THERE)} The courier" in outputs(code_cells(tmp_path / "run.ipynb")[0])
 
     # a path the kernel's machine does not have: one sentence, before any model call
     with ScriptedServer(Script(root=["FINAL(never)"])) as srv:
@@ -186,14 +92,14 @@ def test_the_context_is_read_where_the_kernel_runs_or_sent_from_here(gateway: EG
     # text given from here goes over in chunks (1 MiB each): the root model is told what a local run tells it
     text = "abcdefghij" * 250_000  # 2.5 MB: three chunks
     with ScriptedServer(Script(root=[repl("print(len(context), context[-3:])"), "FINAL(sent)"])) as srv:
-        result = _rlm(srv, gateway).completion(text, "How long?", output=tmp_path / "sent.ipynb")
+        result = gateway_rlm(srv, gateway).completion(text, "How long?", output=tmp_path / "sent.ipynb")
         first = _first_message(srv)
     assert result.reason == "final", result.error
     assert first.startswith(describe_context(text))
-    assert "2500000 hij" in _outputs(_code(tmp_path / "sent.ipynb")[0])
+    assert "2500000 hij" in outputs(code_cells(tmp_path / "sent.ipynb")[0])
 
 
-def test_a_run_whose_context_exists_only_where_the_kernel_runs_resumes(gateway: EG, tmp_path: Path) -> None:
+def test_a_run_whose_context_exists_only_where_the_kernel_runs_resumes(gateway: Gateway, tmp_path: Path) -> None:
     assert not (tmp_path / "only-there.txt").exists()
     env = clean_env(OPENAI_API_KEY=KEY, RLM_GATEWAY_TOKEN=TOKEN)
     common = ["--model", "openai/root-model", "--sub-model", "openai/sub-model", "--quiet", "--executor", "gateway",
@@ -267,7 +173,7 @@ class SlowProxy:
         self.server.close()
 
 
-def test_an_interrupt_over_a_slow_network_stops_the_cell_within_seconds(gateway: EG, tmp_path: Path) -> None:
+def test_an_interrupt_over_a_slow_network_stops_the_cell_within_seconds(gateway: Gateway, tmp_path: Path) -> None:
     proxy = SlowProxy(int(gateway.url.rsplit(":", 1)[1]), delay=0.3)  # 0.3 s each way per chunk
     flag = tmp_path / "sleeping"
     try:
@@ -290,12 +196,12 @@ def test_an_interrupt_over_a_slow_network_stops_the_cell_within_seconds(gateway:
     assert took < 10, f"the interrupt took {took:.1f} s through the slow proxy"  # not the cell's 120 s
     nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
     assert nb.cells[-1].metadata["rlm"]["reason"] == "interrupted"
-    [cell] = _code(tmp_path / "run.ipynb")
-    assert cell.metadata["rlm"]["status"] == "interrupted" and "never" not in _outputs(cell)
+    [cell] = code_cells(tmp_path / "run.ipynb")
+    assert cell.metadata["rlm"]["status"] == "interrupted" and "never" not in outputs(cell)
     wait_for(lambda: gateway.kernels() == [], timeout=20, what="the run's kernel to be shut down")
 
 
-def test_a_kernel_killed_mid_run_ends_the_run_in_one_sentence_and_the_run_resumes(gateway: EG,
+def test_a_kernel_killed_mid_run_ends_the_run_in_one_sentence_and_the_run_resumes(gateway: Gateway,
                                                                                   tmp_path: Path) -> None:
     back = tmp_path / "back"  # once it exists, the cell no longer kills its kernel
     kill = (f"import os, signal\nif not os.path.exists({str(back)!r}):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -303,26 +209,26 @@ def test_a_kernel_killed_mid_run_ends_the_run_in_one_sentence_and_the_run_resume
     doc = tmp_path / "doc.txt"  # read where the kernel runs (the same machine here), and again on resume
     doc.write_text("a parcel")
     with ScriptedServer(Script(root=[repl("x = 41\nprint('x is', x)"), repl(kill), "FINAL(never)"])) as srv:
-        result = _rlm(srv, gateway).completion(doc, "q", output=tmp_path / "run.ipynb")
+        result = gateway_rlm(srv, gateway).completion(doc, "q", output=tmp_path / "run.ipynb")
     assert result.reason == "error"
     assert result.error.startswith("the gateway's kernel died or was lost during this cell")
     assert "resume the run" in result.error and "\n" not in result.error
     nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
-    code = _code(tmp_path / "run.ipynb")
-    assert "x is 41" in _outputs(code[0])  # the cells so far are kept, with their outputs
+    code = code_cells(tmp_path / "run.ipynb")
+    assert "x is 41" in outputs(code[0])  # the cells so far are kept, with their outputs
     assert code[1].metadata["rlm"]["status"] == "error"
     assert nb.cells[-1].metadata["rlm"]["reason"] == "error"
     wait_for(lambda: gateway.kernels() == [], timeout=20, what="the dead kernel to be let go")
 
     back.touch()
     with ScriptedServer(Script(root=[repl("x += 1"), "FINAL_VAR(x)"])) as srv:
-        resumed = _rlm(srv, gateway).resume(tmp_path / "run.ipynb", output=tmp_path / "resumed.ipynb")
+        resumed = gateway_rlm(srv, gateway).resume(tmp_path / "run.ipynb", output=tmp_path / "resumed.ipynb")
     assert resumed.reason == "final", resumed.error
     assert resumed.answer == 42  # the recorded cells ran again in a new kernel, then the run went on
     assert "kernel back, x is 41" in json.dumps(nbformat.read(tmp_path / "resumed.ipynb", as_version=4).cells)
 
 
-def test_a_refused_token_or_an_unreachable_gateway_is_one_sentence(gateway: EG, tmp_path: Path) -> None:
+def test_a_refused_token_or_an_unreachable_gateway_is_one_sentence(gateway: Gateway, tmp_path: Path) -> None:
     (tmp_path / "doc.txt").write_text("a document")
     wrong = "wrong-token-0123456789"
     base = ["run", "--context", "doc.txt", "--query", "q", "--model", "openai/root-model", "-o", "run.ipynb",
@@ -340,7 +246,7 @@ def test_a_refused_token_or_an_unreachable_gateway_is_one_sentence(gateway: EG, 
         assert srv.requests == []  # said before any model call
 
 
-def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_kernel(gateway: EG,
+def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_kernel(gateway: Gateway,
                                                                                          tmp_path: Path) -> None:
     env = clean_env(RLM_GATEWAY_URL=gateway.url, RLM_GATEWAY_TOKEN=TOKEN, OPENAI_API_KEY=KEY)
     frontend = Frontend(tmp_path, env=env, name="rlm-gateway")
@@ -373,7 +279,7 @@ def test_a_persons_cells_run_in_the_gateways_kernel_with_the_gateway_backed_rlm_
     wait_for(lambda: gateway.kernels() == [], timeout=30, what="the kernel behind to end with the RLM kernel")
 
 
-def test_an_rlm_cell_with_the_gateway_executor_streams_live_and_stops_on_interrupt(gateway: EG,
+def test_an_rlm_cell_with_the_gateway_executor_streams_live_and_stops_on_interrupt(gateway: Gateway,
                                                                                    tmp_path: Path) -> None:
     env = clean_env(RLM_GATEWAY_TOKEN=TOKEN, OPENAI_API_KEY=KEY)
     frontend = Frontend(tmp_path, env=env)  # the ordinary RLM kernel: %%rlm --executor gateway
