@@ -1,9 +1,9 @@
 """Runs as OpenTelemetry traces, read back from a real trace receiver:
 Arize Phoenix, started once for this module on 127.0.0.1 from its own venv
 (``./dev setup`` installs it under the cache, as a deployment runs it: a
-service beside ours). Each run goes through ``rlm-kernel run`` on the
-scripted models: a batch of sub-calls and a child run (``rlm_query``) with
-steps of its own."""
+service beside ours). Each run goes through ``rlm-kernel run`` (one
+through a ``%%rlm`` cell of the RLM kernel) on the scripted models: a batch
+of sub-calls and a child run (``rlm_query``) with steps of its own."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from _cli import run_cli
 from _helpers import clean_env, free_port, repl, wait_for
+from _kernel import Kernel
 
 from rlm_kernel.testing.server import Script
 
@@ -194,6 +195,37 @@ def test_an_error_in_a_cell_is_an_error_span(server: Any, tmp_path: Path, phoeni
     assert cell["status_code"] == "ERROR"
     assert cell["attributes"]["error.type"] == "ZeroDivisionError"
     assert cell["attributes"]["rlm.cell.status"] == "error"
+
+
+def test_an_rlm_cell_in_the_kernel_is_one_trace_with_the_same_tree(server: Any, tmp_path: Path,
+                                                                   phoenix: str) -> None:
+    """The same run from a %%rlm cell of the RLM kernel (started, as by a
+    Jupyter server, with the tracing variables set): its spans reach the
+    receiver while the kernel lives on, in the same tree as the CLI's."""
+    srv = server(_script())
+    project = f"rlm-{uuid.uuid4().hex[:8]}"
+    env = clean_env(OPENAI_API_KEY=KEY, OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+                    OTEL_EXPORTER_OTLP_ENDPOINT=phoenix)
+    kernel = Kernel("rlm", tmp_path, env=env)
+    try:
+        kernel.execute("context = 'a parcel, a courier, a letter'")
+        reply, messages = kernel.execute(f"%%rlm --model openai/root-model --sub-model openai/sub-model "
+                                         f"--api-base {srv.url}\n{QUERY}", timeout=120)
+        assert reply["status"] == "ok", reply
+        wait_for(lambda: len(_spans(phoenix, project)) >= 13, timeout=30, what="the cell's spans in Phoenix")
+        time.sleep(0.5)  # nothing more should come
+        spans = _spans(phoenix, project)
+    finally:
+        kernel.shutdown()
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    assert _names(spans) == {"invoke_agent rlm": 2, "chat openai/root-model": 2, "execute_tool repl": 3,
+                             "chat openai/sub-model": 4, "chat openai/child-model": 2}, _names(spans)
+    [root] = _tree(spans)[None]
+    attrs = root["attributes"]
+    assert attrs["rlm.reason"] == "final" and attrs["rlm.steps"] == 2 and attrs["rlm.subcalls"] == 5
+    assert attrs["rlm.depth"] == 0
+    for secret in (KEY, QUERY, PROMPT, "yes ("):
+        assert secret not in json.dumps(spans), secret
 
 
 def test_trace_without_the_sdk_is_refused_in_one_sentence(tmp_path: Path) -> None:
