@@ -8,6 +8,7 @@ acts once, in both pages and in the saved file."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -31,9 +32,10 @@ from labdriver import (
     rlm_magic,
     screenshot,
     start_cell,
+    status_bar_text,
     wait_cell_idle,
 )
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 from playwright.sync_api import Error as PlaywrightError
 
 from rlm_kernel.testing.server import Reply, Script, ScriptedServer
@@ -197,12 +199,26 @@ APPROVED = "First.\n```repl\nprint('approved by the colleague')\n```"
 SKIPPED = "Second.\n```repl\nprint('this never runs')\n```"
 
 
-def _answer_approval(tab: Page, button: str) -> None:
-    """Click ``button`` of the approval question the %%rlm cell shows now."""
-    cell = cell_by_id(tab, "ask")
-    cell.scroll_into_view_if_needed()  # a windowed notebook renders outputs in view (the page follows the run)
-    question = cell.locator(".rlm-approval")
-    expect(question).to_have_count(1, timeout=30_000)
+def _question(tab: Page, step: int, timeout: float = 60) -> Locator:
+    """The approval question of step ``step`` in the %%rlm cell of ``tab``,
+    once it is shown. A windowed notebook renders only the cells in view and
+    the page follows the run's new cells: the %%rlm cell is brought back into
+    view while waiting."""
+    question = cell_by_id(tab, "ask").locator(".rlm-approval").filter(has_text=f"Step {step}:")
+    deadline = time.monotonic() + timeout
+    while question.count() != 1:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no question for step {step} in the %%rlm cell within {timeout:g} s: "
+                                 f"{cell_state(tab, 'ask')}; status bar {status_bar_text(tab)!r}")
+        cell_by_id(tab, "ask").scroll_into_view_if_needed()
+        tab.wait_for_timeout(300)
+    return question
+
+
+def _answer_approval(tab: Page, step: int, button: str) -> None:
+    """Click ``button`` of step ``step``'s approval question; it gives way to
+    what was decided (the next step's question may come at once)."""
+    question = _question(tab, step, timeout=30)
     question.get_by_role("button", name=button, exact=True).click()
     expect(question).to_have_count(0, timeout=15_000)
 
@@ -216,11 +232,11 @@ def test_either_person_approves_a_step(page: Page, colleague: Page, lab_server, 
                                  f"{rlm_magic(server.url, '--approve')}\nAsk before each step.")
         open_notebook(colleague, lab_server, path)
         start_cell(page, "ask")
-        expect(cell_by_id(page, "ask").locator(".rlm-approval")).to_have_count(1, timeout=60_000)
+        _question(page, 1)
         screenshot(colleague, request, "-question")
-        _answer_approval(colleague, "Run")
+        _answer_approval(colleague, 1, "Run")
         wait_output(page, "approved by the colleague")
-        _answer_approval(page, "Skip")
+        _answer_approval(page, 2, "Skip")
         for tab in (page, colleague):
             wait_cell_idle(tab, "ask", timeout=60_000)
             expect(tab.locator(".rlm-answer-cell")).to_contain_text("approved steps done", timeout=15_000)
