@@ -345,7 +345,8 @@ def test_on_a_terminal_the_cli_redraws_one_progress_line(tmp_path, server):
     from _helpers import clean_env
 
     (tmp_path / "doc.txt").write_text("alpha beta gamma")
-    srv = server(root=[Reply(text="Thinking it over.\n" + repl("print('hi')"), ttft=1.5, tokens_per_s=100),
+    # ~3 s of writing (about 25 tokens at 8 a second): a line redrawn by the 1 s status tick at any load
+    srv = server(root=[Reply(text="Thinking it over.\n" + repl("print('hi')"), ttft=1.5, tokens_per_s=8),
                        "FINAL(ok)"])
     leader, follower = pty.openpty()
     proc = subprocess.Popen([CLI, *run_args(srv.url, tmp_path / "tty.ipynb")], cwd=tmp_path, env=clean_env(),
