@@ -48,6 +48,12 @@ def test_the_status_line_has_no_depth_and_one_unit_each():
     assert line == "RLM · step 3/30 · 1 sub-call: 0 done, 1 running · 48.2k tok · price unknown · 1:07"
 
 
+def test_the_status_line_says_when_the_run_waits_for_approval():
+    line = status_line({"iteration": 2, "max_iterations": 30, "subcalls": 0, "tokens": 950, "cost_usd": None,
+                        "elapsed_s": 5, "waiting": "approval", "root": {"phase": "thinking", "elapsed_s": 1}})
+    assert line == "RLM · step 2/30 · waiting for approval · 0 sub-calls · 950 tok · price unknown · 0:05"
+
+
 def test_the_status_line_says_what_was_cached_and_compacted():
     line = status_line({"iteration": 7, "max_iterations": 30, "subcalls": 12, "tokens": 148_200,
                         "cache_read_tokens": 91_000, "cache_write_tokens": 4_000, "compactions": 2,

@@ -81,11 +81,18 @@ export function formatSubcalls(total: number, running = 0, queued = 0): string {
 /**
  * What the root model is doing while its call runs: "root model thinking ·
  * 12 s" until the first token (the seconds tick), then "root model writing ·
- * 240 tok".
+ * 240 tok"; "waiting for approval" while a step's code waits for a person's
+ * answer (`--approve`).
  */
 export function formatRoot(status: IStatus, sinceReceiptS: number): string | null {
+  if (status.state !== 'running') {
+    return null;
+  }
+  if (status.waiting === 'approval') {
+    return 'waiting for approval';
+  }
   const root = status.root;
-  if (!root || status.state !== 'running') {
+  if (!root) {
     return null;
   }
   if (root.phase === 'thinking') {

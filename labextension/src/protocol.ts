@@ -121,6 +121,8 @@ export interface IStatus extends IOpBase {
   reason?: string;
   /** While the step's root call runs (else null or absent). */
   root?: IRootPhase | null;
+  /** `approval` while a step's code waits for a person's answer (`--approve`). */
+  waiting?: 'approval' | null;
 }
 
 export interface IRunEnded extends IOpBase {

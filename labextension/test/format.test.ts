@@ -83,6 +83,11 @@ describe('formatRoot', () => {
     const status = { ...base, root: { phase: 'writing' as const, elapsed_s: 9, tokens: 1234 } };
     expect(formatRoot(status, 0)).toBe('root model writing · 1.2k tok');
   });
+  it('says the run waits for a person, not the root call it no longer makes', () => {
+    const status = { ...base, waiting: 'approval' as const, root: { phase: 'thinking' as const, elapsed_s: 1, tokens: 0 } };
+    expect(formatRoot(status, 0)).toBe('waiting for approval');
+    expect(formatRoot({ ...status, state: 'ended' }, 0)).toBeNull();
+  });
   it('says nothing without a root call or once the run ended', () => {
     expect(formatRoot(base, 0)).toBeNull();
     expect(formatRoot({ ...base, state: 'ended', root: { phase: 'writing', elapsed_s: 1, tokens: 5 } }, 0)).toBeNull();

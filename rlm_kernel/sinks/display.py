@@ -45,9 +45,14 @@ def status_line(status: dict[str, Any]) -> str:
 
 
 def root_text(status: dict[str, Any]) -> str | None:
-    """``root model thinking · 12 s`` until its first token, then ``root model writing · 240 tok``."""
+    """``root model thinking · 12 s`` until its first token, then ``root model writing · 240 tok``;
+    ``waiting for approval`` while a step's code waits for a person's answer (``--approve``)."""
+    if status.get("state", "running") != "running":
+        return None
+    if status.get("waiting") == "approval":
+        return "waiting for approval"
     root = status.get("root")
-    if not root or status.get("state", "running") != "running":
+    if not root:
         return None
     if root.get("phase") == "thinking":
         return f"root model thinking · {int(root.get('elapsed_s') or 0)} s"

@@ -233,6 +233,9 @@ def test_either_person_approves_a_step(page: Page, colleague: Page, lab_server, 
         open_notebook(colleague, lab_server, path)
         start_cell(page, "ask")
         _question(page, 1)
+        for tab in (page, colleague):  # the status says what the run waits for
+            expect(tab.locator("#jp-main-statusbar .rlm-status")).to_contain_text("waiting for approval",
+                                                                                  timeout=15_000)
         screenshot(colleague, request, "-question")
         _answer_approval(colleague, 1, "Run")
         wait_output(page, "approved by the colleague")

@@ -116,6 +116,8 @@ def test_status_bar_updates_step_by_step(page: Page, lab_server, request) -> Non
     cell_steps = [int(m.group(1)) for m in (re.search(r"step (\d+)/", t) for t in cell) if m]
     assert {1, 2, 3, 4} <= set(cell_steps), cell
     assert cell[-1].startswith("RLM final · step 5/6"), cell
+    # one status line in the %%rlm cell, drawn again in place (not one more per redraw)
+    assert len(re.findall(r"RLM (?:·|final|ended|interrupted)", cell[-1])) == 1, cell[-1]
     print("\n".join(bar))
 
 

@@ -81,6 +81,7 @@ class Run:
             self.helpers, context=lambda: self.context, tools=tree.tools.entries, continued=start.continues,
             rerun=bool(start.rerun), sources=self.sources))
         self.root_usage: dict[str, Any] | None = None  # the step's root call's, for its first cell
+        self.waiting: str | None = None  # "approval" while a step's code waits for a person's answer
         self.compactor = Compactor(self.endpoint, tree, self)  # keeps the history inside the root model's window
         self.reply_source: WholeReply | ReplyStream | None = None  # the step's reply, while it is read
         self._task: asyncio.Task[Any] | None = None
@@ -169,6 +170,7 @@ class Run:
             "compactions": self.compactor.count,
             "known_cost_usd": budget.ledger.known_cost, "elapsed_s": round(time.monotonic() - self.started, 2),
             "root": self.root_phase() if state == "running" else None,
+            "waiting": self.waiting if state == "running" else None,
         }
 
     def add_cell(self, cell: NotebookNode) -> None:

@@ -52,6 +52,7 @@ class StepHost(Protocol):
     report: Reporter
     owns_namespace: bool  # False in a person's own cell: nothing is installed
     root_usage: dict[str, Any] | None  # the step's root call's, once it has ended
+    waiting: str | None  # "approval" while a cell waits for a person's answer (the status says so)
 
     @property
     def model(self) -> str: ...
@@ -101,7 +102,13 @@ async def take_step(run: StepHost, step: int, source: WholeReply | ReplyStream) 
             continue
         run.add_cell(cell)
         if run.approver is not None:
-            decision = await run.approver.decide(cell, run.code_thread.run)
+            run.waiting = "approval"  # the status says so (not the root call's last phase)
+            run.report.status(force=True)
+            try:
+                decision = await run.approver.decide(cell, run.code_thread.run)
+            finally:
+                run.waiting = None
+                run.report.status(force=True)
             if decision.action == "stop":
                 trajectory.skip(cell, trajectory.STOPPED)
                 run.report.cell_finished(cell)
