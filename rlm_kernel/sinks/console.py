@@ -77,7 +77,7 @@ class ConsoleSink(Sink):
         if run.depth or not self.terminal or self.verbose:
             return
         root = status.get("root")
-        if not root:
+        if not root or status.get("waiting"):  # (a person is asked on this terminal: the prompt says it)
             self._clear()
             return
         now = time.monotonic()
