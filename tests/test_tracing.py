@@ -2,8 +2,9 @@
 Arize Phoenix, started once for this module on 127.0.0.1 from its own venv
 (``./dev setup`` installs it under the cache, as a deployment runs it: a
 service beside ours). Each run goes through ``rlm-kernel run`` (one
-through a ``%%rlm`` cell of the RLM kernel) on the scripted models: a batch
-of sub-calls and a child run (``rlm_query``) with steps of its own."""
+through a ``%%rlm`` cell of the RLM kernel, one through ``rlm-kernel
+serve``) on the scripted models: a batch of sub-calls and a child run
+(``rlm_query``) with steps of its own."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 from _cli import run_cli
 from _helpers import clean_env, free_port, repl, wait_for
 from _kernel import Kernel
+from _serve import Served
 
 from rlm_kernel.testing.server import Script
 
@@ -226,6 +228,29 @@ def test_an_rlm_cell_in_the_kernel_is_one_trace_with_the_same_tree(server: Any, 
     assert attrs["rlm.depth"] == 0
     for secret in (KEY, QUERY, PROMPT, "yes ("):
         assert secret not in json.dumps(spans), secret
+
+
+def test_a_request_to_serve_is_one_trace_with_the_same_tree(tmp_path: Path, phoenix: str) -> None:
+    """``rlm-kernel serve`` started with the tracing variables: a request
+    (the ``openai`` client) is a run, and its spans the same tree."""
+    project = f"rlm-{uuid.uuid4().hex[:8]}"
+    served = Served(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": phoenix,
+                               "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}"}, models=_script())
+    try:
+        reply = served.client.chat.completions.create(
+            model="rlm", messages=[{"role": "user", "content": f"a parcel, a courier, a letter\n\n{QUERY}"}])
+        assert reply.choices[0].message.content == "one part", reply
+        wait_for(lambda: len(_spans(phoenix, project)) >= 13, timeout=30, what="the request's spans in Phoenix")
+        time.sleep(0.5)  # nothing more should come
+        spans = _spans(phoenix, project)
+    finally:
+        served.stop()
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    assert _names(spans) == {"invoke_agent rlm": 2, "chat openai/root-model": 2, "execute_tool repl": 3,
+                             "chat openai/sub-model": 4, "chat openai/child-model": 2}, _names(spans)
+    [root] = _tree(spans)[None]
+    assert root["attributes"]["rlm.reason"] == "final" and root["attributes"]["rlm.subcalls"] == 5
+    assert QUERY not in json.dumps(spans) and served.key not in json.dumps(spans)
 
 
 def test_trace_without_the_sdk_is_refused_in_one_sentence(tmp_path: Path) -> None:
