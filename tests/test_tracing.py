@@ -3,7 +3,7 @@ Arize Phoenix, started once for this module on 127.0.0.1 from its own venv
 (``./dev setup`` installs it under the cache, as a deployment runs it: a
 service beside ours). Each run goes through ``rlm-kernel run`` (one
 through a ``%%rlm`` cell of the RLM kernel, one through ``rlm-kernel
-serve``) on the scripted models: a batch of sub-calls and a child run
+serve``, one through ``rlm-kernel batch``) on the scripted models: a batch of sub-calls and a child run
 (``rlm_query``) with steps of its own."""
 
 from __future__ import annotations
@@ -117,6 +117,14 @@ def _names(spans: list[dict[str, Any]]) -> Counter[str]:
     return Counter(s["name"] for s in spans)
 
 
+def _check_the_same_tree(spans: list[dict[str, Any]]) -> None:
+    """One trace holding the spans of _script's run (test_one_trace_per_run
+    checks their tree in full)."""
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    assert _names(spans) == {"invoke_agent rlm": 2, "chat openai/root-model": 2, "execute_tool repl": 3,
+                             "chat openai/sub-model": 4, "chat openai/child-model": 2}, _names(spans)
+
+
 def test_one_trace_per_run_with_the_expected_tree(server: Any, tmp_path: Path, phoenix: str) -> None:
     """OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; the run, its root
     calls, its cells, the batch's sub-calls and the child run with its own
@@ -219,9 +227,7 @@ def test_an_rlm_cell_in_the_kernel_is_one_trace_with_the_same_tree(server: Any, 
         spans = _spans(phoenix, project)
     finally:
         kernel.shutdown()
-    assert len({s["context"]["trace_id"] for s in spans}) == 1
-    assert _names(spans) == {"invoke_agent rlm": 2, "chat openai/root-model": 2, "execute_tool repl": 3,
-                             "chat openai/sub-model": 4, "chat openai/child-model": 2}, _names(spans)
+    _check_the_same_tree(spans)
     [root] = _tree(spans)[None]
     attrs = root["attributes"]
     assert attrs["rlm.reason"] == "final" and attrs["rlm.steps"] == 2 and attrs["rlm.subcalls"] == 5
@@ -245,12 +251,32 @@ def test_a_request_to_serve_is_one_trace_with_the_same_tree(tmp_path: Path, phoe
         spans = _spans(phoenix, project)
     finally:
         served.stop()
-    assert len({s["context"]["trace_id"] for s in spans}) == 1
-    assert _names(spans) == {"invoke_agent rlm": 2, "chat openai/root-model": 2, "execute_tool repl": 3,
-                             "chat openai/sub-model": 4, "chat openai/child-model": 2}, _names(spans)
+    _check_the_same_tree(spans)
     [root] = _tree(spans)[None]
     assert root["attributes"]["rlm.reason"] == "final" and root["attributes"]["rlm.subcalls"] == 5
     assert QUERY not in json.dumps(spans) and served.key not in json.dumps(spans)
+
+
+def test_a_batch_task_is_one_trace_with_the_same_tree(server: Any, tmp_path: Path, phoenix: str) -> None:
+    """``rlm-kernel batch`` with the tracing variables: a task, run in a worker
+    process, sends its spans before the worker ends."""
+    srv = server(_script())
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "query": QUERY, "context_text": "a parcel, a courier, a letter"}) + "\n")
+    project = f"rlm-{uuid.uuid4().hex[:8]}"
+    env = clean_env(OPENAI_API_KEY=KEY, OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+                    OTEL_EXPORTER_OTLP_ENDPOINT=phoenix)
+    done = run_cli(["batch", str(tasks), "--out", str(tmp_path / "out"), "--model", "openai/root-model",
+                    "--sub-model", "openai/sub-model", "--api-base", srv.url, "--workers", "1"], tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: len(_spans(phoenix, project)) >= 13, timeout=30, what="the task's spans in Phoenix")
+    time.sleep(0.5)  # nothing more should come
+    spans = _spans(phoenix, project)
+    _check_the_same_tree(spans)
+    [root] = _tree(spans)[None]
+    assert root["attributes"]["rlm.reason"] == "final"
+    assert root["attributes"]["rlm.notebook"] == str(tmp_path / "out" / "t1.ipynb")
+    assert QUERY not in json.dumps(spans)
 
 
 def test_trace_without_the_sdk_is_refused_in_one_sentence(tmp_path: Path) -> None:
