@@ -164,6 +164,37 @@ def test_an_imported_rlms_run_replays_and_continues_with_our_engine(rlms_log: Pa
     assert rerun and rerun[0].metadata["rlm"]["status"] == "error"
 
 
+def test_an_imported_rlms_run_continues_in_the_rlm_kernel(rlms_log: Path, server: Any, tmp_path: Path) -> None:
+    """The imported notebook run in the RLM kernel as a person would (nbclient,
+    no page: the kernel reads the saved file), then ``%rlm continue`` from
+    step 3: the recorded steps replay with their sub-calls, and the root
+    model, asked again, is given the history up to step 3."""
+    from nbclient import NotebookClient
+
+    out = tmp_path / "run.ipynb"
+    assert run_cli(["import", str(rlms_log), "-o", str(out)], tmp_path).returncode == 0
+    (tmp_path / "context.txt").write_text(CONTEXT)
+    nb = nbformat.read(out, as_version=4)
+    step3 = next(c for c in nb.cells if c.metadata.get("rlm", {}).get("role") == "code"
+                 and c.metadata["rlm"].get("step") == 3)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("context = open('context.txt').read()"))
+    nb.cells.append(nbformat.v4.new_code_cell(f"%rlm continue --from {step3.id}"))
+    nbformat.write(nb, out)  # the kernel reads the saved cells (and their recorded sub-calls)
+    srv = server(root=["FINAL(2 couriers, continued)"], sub=lambda prompt: "fresh")
+    env = clean_env(OPENAI_API_KEY="sk-test", RLM_API_BASE=srv.url, JPY_SESSION_NAME=str(out))
+    client = NotebookClient(nb, kernel_name="rlm", timeout=180, allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute(env=env)
+    shown = json.dumps(nb.cells[-1].outputs)
+    assert "2 couriers, continued" in shown, shown
+    # the recorded steps replayed (no sub-model, no child model); one root call, continuing after step 3
+    assert srv.calls("sub-model") == [] and srv.calls("child-model") == [], srv.requests
+    [asked] = srv.calls("root-model")
+    history = json.dumps(asked["messages"])
+    assert "Count the couriers in" in history and "answer['content']" not in history  # steps 1-3, not step 4
+    assert KEY not in out.read_text()
+
+
 def test_a_dspy_rlm_trajectory_opens_as_a_trajectory_notebook(server: Any, tmp_path: Path) -> None:
     def step(reasoning: str, code: str) -> str:  # dspy's chat adapter format
         return f"[[ ## reasoning ## ]]\n{reasoning}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n[[ ## completed ## ]]"
