@@ -50,8 +50,8 @@ class Heard(Sink):
 def run_heard(server, make_rlm):
     """``result, srv, heard = run_heard(root=[...], **rlm_kwargs)``: a run whose sinks include a :class:`Heard`."""
 
-    def run(*, root: Any, **kwargs: Any) -> tuple[Any, Any, Heard]:
-        srv = server(root=root)
+    def run(*, root: Any, sub: Any = None, **kwargs: Any) -> tuple[Any, Any, Heard]:
+        srv = server(root=root, sub=sub)
         heard = Heard()
         result = make_rlm(srv, **kwargs).completion("some context text", "What is in it?", sink=heard)
         return result, srv, heard
@@ -137,10 +137,23 @@ def test_the_notebook_is_the_same_with_and_without_streaming(run_rlm):
     assert _shape(streamed.notebook) == _shape(whole.notebook)
 
 
+def test_the_status_drops_the_root_phase_once_the_reply_has_ended(run_heard):
+    """The step still runs the reply's code (a sub-call of a second), but the
+    root model is no longer at work: the status no longer says it writes."""
+    reply = Reply(text="One slow question.\n" + repl("r = llm_query('slow one')\nprint(r)"), tokens_per_s=400)
+    result, _, heard = run_heard(root=[reply, "FINAL(ok)"], sub=lambda prompt: Reply(text="late", delay=1.0))
+    assert result.reason == "final"
+    during = [s for s in heard.statuses if s.get("iteration") == 1 and s.get("root")]
+    assert during, "no status while step 1's root call ran"
+    after = [s for s in heard.statuses if s.get("iteration") == 1 and s.get("subcalls") == 1
+             and not s.get("subcalls_running")]  # the sub-call has come back, a second after the reply ended
+    assert after and all(s.get("root") is None for s in after), after
+
+
 def test_drafts_reach_the_sinks_and_keep_their_ids_as_cells(run_heard):
     # A reasoning field: the code may run before the reply ends, so the cells come before the usage.
     reply = Reply(text="Some prose that streams in." + TAIL + "\n" + repl("x = 1  #" + TAIL + "\nprint(x)") + "\n" + TAIL,
-                  reasoning="Plan it.", tokens_per_s=200)
+                  reasoning="Plan it.", tokens_per_s=50)  # the prose ~1.2 s: many drafts at any load
     result, _, heard = run_heard(root=[reply, "FINAL(ok)"])
     drafts = [d for _, p in heard.progress for d in p.drafts]
     assert drafts, "no draft was shown while the reply streamed"

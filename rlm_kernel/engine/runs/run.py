@@ -294,8 +294,8 @@ class Run:
         """While the root call of the step runs: "thinking" (no token yet) or
         "writing", since when, how much."""
         source = self.reply_source
-        if not isinstance(source, ReplyStream) or (source.completion is not None):
-            return None
+        if not isinstance(source, ReplyStream) or source.completion is not None or source.call_ended:
+            return None  # (the step may still run the reply's code: the model is no longer at work)
         return source.figures()
 
     async def _root_call(self, messages: list[dict[str, Any]], listener: ReplyStream | None = None) -> Completion:

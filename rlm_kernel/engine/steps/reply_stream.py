@@ -224,6 +224,12 @@ class ReplyStream(StreamListener):
     def phase(self) -> str:
         return "thinking" if self._first_token is None else "writing"
 
+    @property
+    def call_ended(self) -> bool:
+        """The root call is over (its reply whole, or it failed), though the
+        step may still be running the reply's code."""
+        return self._call is not None and self._call.done()
+
     def figures(self) -> dict[str, object]:
         """The status's view of the call: phase, seconds since it began, tokens so far."""
         chars = sum(len(c) for c in self._content) + sum(len(r) for r in self._reasoning)
