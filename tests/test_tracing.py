@@ -8,6 +8,7 @@ serve``, one through ``rlm-kernel batch``) on the scripted models: a batch of su
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -64,7 +65,7 @@ def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
             return response.status == 200
-    except OSError:
+    except (OSError, http.client.HTTPException):  # (not yet Phoenix's HTTP on that port: its gRPC answered once)
         return False
 
 
